@@ -1,0 +1,152 @@
+"""HostFacts: what a host has, as parsed from one round trip.
+
+This is the contract between fact gathering (gpunode.facts.gather/parse), the
+planner and the views. Fields are plain data so that facts serialise to JSON
+and back (`HostFacts.model_validate_json`) for fixtures and run records.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Fact(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class OsRelease(_Fact):
+    id: str = ""  # "ubuntu"
+    version_id: str = ""  # "24.04"
+    codename: str = ""  # "noble"
+    pretty_name: str = ""
+
+    @property
+    def repo_slug(self) -> str:
+        """NVIDIA's repository folder for this release: ubuntu2404."""
+        return f"{self.id}{self.version_id.replace('.', '')}"
+
+
+class Disk(_Fact):
+    path: str
+    free_bytes: int
+    total_bytes: int
+
+
+class PciGpu(_Fact):
+    slot: str  # "0000:00:06.0" or "00:06.0"
+    vendor_id: str = "10de"
+    device_id: str = ""
+    description: str = ""
+
+
+class KernelModule(_Fact):
+    loaded: bool = False
+    version: str | None = None  # /sys/module/nvidia/version
+    flavor: Literal["open", "proprietary"] | None = None  # from /proc/driver/nvidia/version
+    nouveau_loaded: bool = False
+
+
+class SmiGpu(_Fact):
+    index: int
+    name: str
+    uuid: str = ""
+    bus_id: str = ""
+    memory_total_mib: int = 0
+    memory_used_mib: int = 0
+    utilization_pct: float | None = None
+    temperature_c: float | None = None
+    power_draw_w: float | None = None
+    power_limit_w: float | None = None
+    sm_clock_mhz: float | None = None
+    persistence_mode: bool | None = None
+
+
+class NvidiaSmi(_Fact):
+    ok: bool = False
+    error: str | None = None  # e.g. "NVIDIA-SMI has failed because it couldn't communicate..."
+    driver_version: str | None = None
+    cuda_version: str | None = None  # the highest CUDA the driver supports
+    gpus: list[SmiGpu] = Field(default_factory=list)
+
+
+class Package(_Fact):
+    name: str
+    version: str
+    status: str = "install ok installed"  # dpkg's three words
+
+    @property
+    def held(self) -> bool:
+        return self.status.startswith("hold")
+
+    @property
+    def installed(self) -> bool:
+        return self.status.endswith("installed") and "not-installed" not in self.status
+
+
+class AptSource(_Fact):
+    path: str
+    uri: str
+    suite: str = ""
+    signed_by: str | None = None
+
+
+class CudaToolkit(_Fact):
+    version: str  # "12.4" from /usr/local/cuda-12.4
+    path: str
+    nvcc: str | None = None  # full nvcc release, e.g. "12.4.131"
+
+
+class CondaEnvFacts(_Fact):
+    name: str
+    path: str
+    python: str | None = None
+    torch: str | None = None  # "2.4.1+cu124"
+    tensorflow: str | None = None
+
+
+class Conda(_Fact):
+    prefix: str | None = None
+    version: str | None = None
+    envs: list[CondaEnvFacts] = Field(default_factory=list)
+
+
+class HostFacts(_Fact):
+    hostname: str = ""
+    os: OsRelease = Field(default_factory=OsRelease)
+    arch: str = ""  # dpkg --print-architecture: amd64
+    kernel: str = ""
+    secure_boot: bool | None = None  # None: unknown (no mokutil, not EFI)
+    boot_id: str = ""
+    disks: list[Disk] = Field(default_factory=list)
+    pci_gpus: list[PciGpu] = Field(default_factory=list)
+    module: KernelModule = Field(default_factory=KernelModule)
+    smi: NvidiaSmi = Field(default_factory=NvidiaSmi)
+    packages: dict[str, Package] = Field(default_factory=dict)
+    apt_sources: list[AptSource] = Field(default_factory=list)
+    keyrings: list[str] = Field(default_factory=list)  # NVIDIA keyring files present
+    toolkits: list[CudaToolkit] = Field(default_factory=list)
+    cuda_alternative: str | None = None  # where /usr/local/cuda points
+    cudnn_version: str | None = None  # "9.14.0"
+    nccl_version: str | None = None  # "2.28.3"
+    conda: Conda = Field(default_factory=Conda)
+    dpkg_lock_holder: str | None = None  # "pid 1234 (unattended-upgr)"
+    dpkg_interrupted: bool = False
+    files: dict[str, str] = Field(default_factory=dict)
+    """sha256 of files gpunode manages (profile.d, ld.so.conf.d, sources), for idempotence."""
+    errors: list[str] = Field(default_factory=list)
+    """Sections the parser could not read, with why; never fatal."""
+
+    def package(self, name: str) -> Package | None:
+        pkg = self.packages.get(name)
+        return pkg if pkg is not None and pkg.installed else None
+
+    def free_bytes(self, path: str) -> int | None:
+        best = None
+        for d in self.disks:
+            if (path == d.path or path.startswith(d.path.rstrip("/") + "/")) and (
+                best is None or len(d.path) > len(best.path)
+            ):
+                best = d
+        return best.free_bytes if best else None

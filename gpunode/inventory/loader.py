@@ -1,0 +1,178 @@
+"""Load an inventory file: strict YAML -> validated layers -> one merged Host per name."""
+
+from __future__ import annotations
+
+import copy
+import typing
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from gpunode.inventory.errors import InventoryError, Problem, explain, field_path
+from gpunode.inventory.model import Document, Host
+from gpunode.inventory.yamlsrc import Path_, Source, YamlError, load_file, load_text
+
+
+@dataclass
+class Inventory:
+    source: Source
+    hosts: dict[str, Host]
+    groups: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def path(self) -> Path:
+        return Path(self.source.file)
+
+    def select(self, pattern: str | None) -> list[Host]:
+        from gpunode.inventory.patterns import select
+
+        return [self.hosts[n] for n in select(self, pattern)]
+
+
+def load(path: str | Path) -> Inventory:
+    try:
+        src = load_file(path)
+    except YamlError as exc:
+        raise InventoryError([Problem(exc.position, "", exc.message)]) from None
+    return build(src)
+
+
+def loads(text: str, file: str = "<inventory>") -> Inventory:
+    try:
+        src = load_text(text, file)
+    except YamlError as exc:
+        raise InventoryError([Problem(exc.position, "", exc.message)]) from None
+    return build(src)
+
+
+def build(src: Source) -> Inventory:
+    data = src.data
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise InventoryError([Problem(src.position(()), "", "an inventory is a mapping with "
+                                      "`defaults`, `groups` and `hosts`")])
+    try:
+        Document.model_validate(data)
+    except ValidationError as exc:
+        raise InventoryError(_problems(exc, src, (), Document)) from None
+
+    layers_default = [((("defaults",)), data.get("defaults") or {})]
+    membership: dict[str, list[tuple[str, Path_, dict[str, Any]]]] = {}
+    groups: dict[str, list[str]] = {}
+    for gname, group in (data.get("groups") or {}).items():
+        group = group or {}
+        groups[gname] = list((group.get("hosts") or {}).keys())
+        for hname, entry in (group.get("hosts") or {}).items():
+            membership.setdefault(hname, []).append((gname, ("groups", gname), group))
+            membership[hname].append(("", ("groups", gname, "hosts", hname), entry or {}))
+    for hname, entry in (data.get("hosts") or {}).items():
+        membership.setdefault(hname, []).append(("", ("hosts", hname), entry or {}))
+
+    hosts: dict[str, Host] = {}
+    problems: list[Problem] = []
+    for hname, layers in membership.items():
+        stack: list[tuple[Path_, dict[str, Any]]] = list(layers_default)
+        merged: dict[str, Any] = copy.deepcopy(layers_default[0][1])
+        member_of: list[str] = []
+        for gname, prefix, layer in layers:
+            body = {k: v for k, v in layer.items() if k != "hosts"} if gname else layer
+            if gname:
+                member_of.append(gname)
+            stack.append((prefix, body))
+            merged = deep_merge(merged, body)
+        merged["name"] = hname
+        merged["groups"] = member_of
+        try:
+            hosts[hname] = Host.model_validate(merged)
+        except ValidationError as exc:
+            for err in exc.errors():
+                loc = tuple(err["loc"])
+                prefix = _provenance(stack, loc) or layers[-1][1]
+                full = (*prefix, *loc)
+                problems.append(
+                    Problem(src.position(full), f"hosts.{hname}" + (
+                        f".{field_path(loc)}" if loc else ""), explain(dict(err)))
+                )
+    if problems:
+        raise InventoryError(problems)
+    return Inventory(source=src, hosts=hosts, groups=groups)
+
+
+def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """Mappings merge key by key; anything else (lists included) is replaced."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _provenance(stack: list[tuple[Path_, dict[str, Any]]], loc: Path_) -> Path_ | None:
+    """The path prefix of the last layer that set `loc` (or its nearest parent)."""
+    for depth in range(len(loc), 0, -1):
+        for prefix, body in reversed(stack):
+            node: Any = body
+            for part in loc[:depth]:
+                if isinstance(node, dict) and part in node:
+                    node = node[part]
+                elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+                    node = node[part]
+                else:
+                    break
+            else:
+                return prefix
+    return None
+
+
+def _problems(exc: ValidationError, src: Source, prefix: Path_,
+              root: type[BaseModel]) -> list[Problem]:
+    out = []
+    for err in exc.errors():
+        loc = tuple(p for p in err["loc"] if not _is_union_tag(p))
+        full = (*prefix, *loc)
+        position = src.position((*full, "<value>") if err["type"] != "extra_forbidden"
+                                else full)
+        if (*full, "<value>") not in src.positions:
+            position = src.position(full)
+        known = _known_keys(root, loc[:-1]) if err["type"] == "extra_forbidden" else ()
+        out.append(Problem(position, field_path(full), explain(dict(err), known)))
+    return out
+
+
+def _is_union_tag(part: str | int) -> bool:
+    # pydantic puts the chosen union member's name into `loc`; it means nothing to users.
+    return isinstance(part, str) and part[:1].isupper() or part in {"str", "int", "float",
+                                                                    "bool", "list[str]"}
+
+
+def _known_keys(root: type[BaseModel], loc: Iterable[str | int]) -> list[str]:
+    """Field names allowed at `loc`; free-form levels (group and host names) are stepped over."""
+    current: Any = root
+    in_dict = False
+    for part in loc:
+        if in_dict or isinstance(part, int):
+            in_dict = False
+            continue
+        fields = getattr(current, "model_fields", {})
+        if part not in fields:
+            return []
+        ann = fields[part].annotation
+        in_dict = typing.get_origin(ann) is dict
+        current = _model_in(typing.get_args(ann)[1] if in_dict else ann)
+    return sorted(getattr(current, "model_fields", {}).keys())
+
+
+def _model_in(ann: Any) -> Any:
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return ann
+    for arg in typing.get_args(ann):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None

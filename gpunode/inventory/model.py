@@ -1,0 +1,153 @@
+"""The inventory's shape: what a lab admin declares, validated strictly.
+
+Every model forbids unknown keys and coerces nothing: a version written as a
+YAML number, or `yes` where a boolean belongs, is an error with a hint rather
+than a silent surprise (an unquoted `cuda: 12.10` is the float 12.1).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+Version = Annotated[str, StringConstraints(pattern=r"^\d+(\.\d+)*$")]
+"""A dotted numeric version written as a quoted string: "12.4", "550", "2.21"."""
+
+Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class SshSettings(Strict):
+    user: str = "ubuntu"
+    port: Annotated[int, Field(ge=1, le=65535)] = 22
+    identity_file: str | None = None
+    host_key_policy: Literal["strict", "accept-new"] = "strict"
+    known_hosts_file: str = "~/.ssh/known_hosts"
+    config_file: str | None = "~/.ssh/config"
+    connect_timeout: Annotated[float, Field(gt=0)] = 10.0
+    command_timeout: Annotated[float, Field(gt=0)] = 1800.0
+    keepalive: Annotated[float, Field(ge=0)] = 15.0
+
+
+class Repos(Strict):
+    nvidia: str = "https://developer.download.nvidia.com/compute/cuda/repos"
+    conda_installer: str = (
+        "https://repo.anaconda.com/miniconda/Miniconda3-latest-Linux-x86_64.sh"
+    )
+    pytorch_index: str = "https://download.pytorch.org/whl"
+    pypi_index: str | None = None
+
+
+class Driver(Strict):
+    branch: Version = "580"
+    flavor: Literal["open", "proprietary"] = "open"
+    hold: bool = True
+
+
+class Cuda(Strict):
+    toolkits: list[Version] = Field(default_factory=lambda: ["13.0"])
+    default: Version | None = None
+
+    @model_validator(mode="after")
+    def _default_is_installed(self) -> Cuda:
+        if self.default is not None and self.default not in self.toolkits:
+            raise ValueError(
+                f"default {self.default!r} is not in toolkits {self.toolkits}: "
+                "add it to toolkits or pick one of them"
+            )
+        return self
+
+    @property
+    def default_toolkit(self) -> str | None:
+        return self.default or (self.toolkits[-1] if self.toolkits else None)
+
+
+class CondaEnv(Strict):
+    python: Version = "3.11"
+    pytorch: Version | None = None
+    tensorflow: Version | None = None
+    packages: list[str] = Field(default_factory=list)
+
+
+class Conda(Strict):
+    prefix: str = "/opt/conda"
+    envs: dict[Name, CondaEnv] = Field(default_factory=dict)
+
+
+class Gpus(Strict):
+    """What the host is expected to have; used by checks and the smoke suite."""
+
+    model: str | None = None
+    count: Annotated[int, Field(ge=0)] | None = None
+
+
+SmokeTest = Literal[
+    "nvidia-smi",
+    "cuda-vectoradd",
+    "torch",
+    "torch-matmul",
+    "tensorflow",
+    "nccl-allreduce",
+]
+
+
+class Stack(Strict):
+    driver: Driver | None = None
+    cuda: Cuda | None = None
+    cudnn: Version | None = None
+    nccl: Version | None = None
+    cuda_env: bool = False
+    conda: Conda | None = None
+    smoke: list[SmokeTest] = Field(default_factory=list)
+    roles: list[Name] = Field(default_factory=list)
+    """Extra roles (built-in or from the inventory's own roles/ folder), run after the stack."""
+    vars: dict[str, str | int | float | bool | list[str]] = Field(default_factory=dict)
+    """Variables for the extra roles' templates."""
+
+
+class Settings(Strict):
+    """Everything that defaults, groups and hosts may set; later layers win."""
+
+    connection: Literal["ssh", "local"] = "ssh"
+    ssh: SshSettings = Field(default_factory=SshSettings)
+    become: Literal["sudo", "none"] = "sudo"
+    become_password_env: str | None = None
+    """Name of an environment variable holding the sudo password (never the password)."""
+    repos: Repos = Field(default_factory=Repos)
+    gpus: Gpus = Field(default_factory=Gpus)
+    stack: Stack = Field(default_factory=Stack)
+
+
+class HostEntry(Settings):
+    address: str | None = None
+
+
+class GroupEntry(Settings):
+    hosts: dict[Name, HostEntry | None] = Field(default_factory=dict)
+
+
+class Document(Strict):
+    defaults: Settings = Field(default_factory=Settings)
+    groups: dict[Name, GroupEntry | None] = Field(default_factory=dict)
+    hosts: dict[Name, HostEntry | None] = Field(default_factory=dict)
+
+
+class Host(HostEntry):
+    """One host's merged desired state."""
+
+    name: Name
+    groups: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _reachable(self) -> Host:
+        if self.connection == "ssh" and not self.address:
+            raise ValueError("an ssh host needs an address: set `address:` or `connection: local`")
+        return self
+
+    @property
+    def target(self) -> str:
+        return "localhost" if self.connection == "local" else f"{self.address}:{self.ssh.port}"
