@@ -23,7 +23,9 @@ def inventory_argument(fn: F) -> F:
 
 def limit_option(fn: F) -> F:
     return click.option(
-        "-l", "--limit", metavar="PATTERN",
+        "-l",
+        "--limit",
+        metavar="PATTERN",
         help="Hosts to act on: names, groups, globs, '!exclude', '&intersect', comma-separated.",
     )(fn)
 

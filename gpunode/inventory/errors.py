@@ -42,8 +42,8 @@ def field_path(loc: Sequence[str | int]) -> str:
 def _is_version_field(loc: Sequence[str | int]) -> bool:
     names = [p for p in loc if isinstance(p, str)]
     return bool(names) and (
-        names[-1] in {"branch", "default", "toolkits", "cudnn", "nccl", "python", "pytorch",
-                      "tensorflow"}
+        names[-1]
+        in {"branch", "default", "toolkits", "cudnn", "nccl", "python", "pytorch", "tensorflow"}
     )
 
 

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from gpunode.inventory.errors import InventoryError, Problem, explain, field_path
 from gpunode.inventory.model import Document, Host
-from gpunode.inventory.yamlsrc import Path_, Source, YamlError, load_file, load_text
+from gpunode.inventory.yamlsrc import Path_, Position, Source, YamlError, load_file, load_text
 
 
 @dataclass
@@ -21,6 +21,17 @@ class Inventory:
     source: Source
     hosts: dict[str, Host]
     groups: dict[str, list[str]] = field(default_factory=dict)
+    layers: dict[str, list[tuple[Path_, dict[str, Any]]]] = field(default_factory=dict)
+    """Per host, the (path in file, data) of each layer that built it, lowest first."""
+
+    def where(self, host: str, loc: Path_) -> Position:
+        """The file position that set `loc` for `host` (the last layer that wrote it)."""
+        layers = self.layers.get(host, [])
+        prefix = _provenance(layers, loc)
+        if prefix is None:
+            prefix = layers[-1][0] if layers else ()
+        full = (*prefix, *loc)
+        return self.source.positions.get((*full, "<value>")) or self.source.position(full)
 
     @property
     def path(self) -> Path:
@@ -53,8 +64,15 @@ def build(src: Source) -> Inventory:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise InventoryError([Problem(src.position(()), "", "an inventory is a mapping with "
-                                      "`defaults`, `groups` and `hosts`")])
+        raise InventoryError(
+            [
+                Problem(
+                    src.position(()),
+                    "",
+                    "an inventory is a mapping with `defaults`, `groups` and `hosts`",
+                )
+            ]
+        )
     try:
         Document.model_validate(data)
     except ValidationError as exc:
@@ -73,6 +91,7 @@ def build(src: Source) -> Inventory:
         membership.setdefault(hname, []).append(("", ("hosts", hname), entry or {}))
 
     hosts: dict[str, Host] = {}
+    layers_of: dict[str, list[tuple[Path_, dict[str, Any]]]] = {}
     problems: list[Problem] = []
     for hname, layers in membership.items():
         stack: list[tuple[Path_, dict[str, Any]]] = list(layers_default)
@@ -86,6 +105,7 @@ def build(src: Source) -> Inventory:
             merged = deep_merge(merged, body)
         merged["name"] = hname
         merged["groups"] = member_of
+        layers_of[hname] = stack
         try:
             hosts[hname] = Host.model_validate(merged)
         except ValidationError as exc:
@@ -94,12 +114,15 @@ def build(src: Source) -> Inventory:
                 prefix = _provenance(stack, loc) or layers[-1][1]
                 full = (*prefix, *loc)
                 problems.append(
-                    Problem(src.position(full), f"hosts.{hname}" + (
-                        f".{field_path(loc)}" if loc else ""), explain(dict(err)))
+                    Problem(
+                        src.position(full),
+                        f"hosts.{hname}" + (f".{field_path(loc)}" if loc else ""),
+                        explain(dict(err)),
+                    )
                 )
     if problems:
         raise InventoryError(problems)
-    return Inventory(source=src, hosts=hosts, groups=groups)
+    return Inventory(source=src, hosts=hosts, groups=groups, layers=layers_of)
 
 
 def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -119,25 +142,26 @@ def _provenance(stack: list[tuple[Path_, dict[str, Any]]], loc: Path_) -> Path_ 
         for prefix, body in reversed(stack):
             node: Any = body
             for part in loc[:depth]:
-                if isinstance(node, dict) and part in node:
-                    node = node[part]
-                elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+                in_dict = isinstance(node, dict) and part in node
+                in_list = isinstance(node, list) and isinstance(part, int) and part < len(node)
+                if in_dict or in_list:
                     node = node[part]
                 else:
                     break
             else:
-                return prefix
+                found: Path_ = prefix
+                return found
     return None
 
 
-def _problems(exc: ValidationError, src: Source, prefix: Path_,
-              root: type[BaseModel]) -> list[Problem]:
+def _problems(
+    exc: ValidationError, src: Source, prefix: Path_, root: type[BaseModel]
+) -> list[Problem]:
     out = []
     for err in exc.errors():
         loc = tuple(p for p in err["loc"] if not _is_union_tag(p))
         full = (*prefix, *loc)
-        position = src.position((*full, "<value>") if err["type"] != "extra_forbidden"
-                                else full)
+        position = src.position((*full, "<value>") if err["type"] != "extra_forbidden" else full)
         if (*full, "<value>") not in src.positions:
             position = src.position(full)
         known = _known_keys(root, loc[:-1]) if err["type"] == "extra_forbidden" else ()
@@ -147,8 +171,9 @@ def _problems(exc: ValidationError, src: Source, prefix: Path_,
 
 def _is_union_tag(part: str | int) -> bool:
     # pydantic puts the chosen union member's name into `loc`; it means nothing to users.
-    return isinstance(part, str) and part[:1].isupper() or part in {"str", "int", "float",
-                                                                    "bool", "list[str]"}
+    if not isinstance(part, str):
+        return False
+    return part[:1].isupper() or part in {"str", "int", "float", "bool", "list[str]"}
 
 
 def _known_keys(root: type[BaseModel], loc: Iterable[str | int]) -> list[str]:

@@ -35,9 +35,7 @@ class SshSettings(Strict):
 
 class Repos(Strict):
     nvidia: str = "https://developer.download.nvidia.com/compute/cuda/repos"
-    conda_installer: str = (
-        "https://repo.anaconda.com/miniconda/Miniconda3-latest-Linux-x86_64.sh"
-    )
+    conda_installer: str = "https://repo.anaconda.com/miniconda/Miniconda3-latest-Linux-x86_64.sh"
     pytorch_index: str = "https://download.pytorch.org/whl"
     pypi_index: str | None = None
 

@@ -61,7 +61,7 @@ def load_text(text: str, file: str) -> Source:
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         problem = " ".join(str(p) for p in (exc.context, exc.problem) if p)
         if "duplicate key" in problem or "found duplicate" in problem:
-            problem = f"{problem}; each key may appear once in a mapping: remove or merge the repeat"
+            problem += "; a key may appear once per mapping: remove or merge the repeat"
         raise YamlError(Position(file, line, col), problem.replace("\n", " ")) from None
     src = Source(file=file, data=None)
     src.positions[()] = Position(file, 1, 1)
@@ -89,17 +89,19 @@ def _plain(node: Any, path: Path_, src: Source) -> Any:
         for key, value in node.items():
             k = str(key) if isinstance(key, ScalarString) else key
             line, col = node.lc.key(key)
-            src.positions[(*path, k)] = Position(src.file, line + 1, col + 1)
+            here: Path_ = (*path, k)
+            src.positions[here] = Position(src.file, line + 1, col + 1)
             vline, vcol = node.lc.value(key)
-            src.positions[(*path, k, "<value>")] = Position(src.file, vline + 1, vcol + 1)
-            out[k] = _plain(value, (*path, k), src)
+            src.positions[(*here, "<value>")] = Position(src.file, vline + 1, vcol + 1)
+            out[k] = _plain(value, here, src)
         return out
     if isinstance(node, CommentedSeq):
         items = []
         for i, value in enumerate(node):
             line, col = node.lc.item(i)
-            src.positions[(*path, i)] = Position(src.file, line + 1, col + 1)
-            items.append(_plain(value, (*path, i), src))
+            item: Path_ = (*path, i)
+            src.positions[item] = Position(src.file, line + 1, col + 1)
+            items.append(_plain(value, item, src))
         return items
     if isinstance(node, ScalarString):
         return str(node)
