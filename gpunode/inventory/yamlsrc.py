@@ -92,7 +92,7 @@ def _plain(node: Any, path: Path_, src: Source) -> Any:
             here: Path_ = (*path, k)
             src.positions[here] = Position(src.file, line + 1, col + 1)
             vline, vcol = node.lc.value(key)
-            src.positions[(*here, "<value>")] = Position(src.file, vline + 1, vcol + 1)
+            src.positions[here + ("<value>",)] = Position(src.file, vline + 1, vcol + 1)
             out[k] = _plain(value, here, src)
         return out
     if isinstance(node, CommentedSeq):
