@@ -1,0 +1,89 @@
+"""The nvidia-smi CSV parser, against lines captured on real H200 machines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpunode.monitor.parse import (
+    QUERY_FIELDS,
+    LineSplitter,
+    parse_apps,
+    parse_gpu_line,
+    parse_ps_users,
+    query_gpu_command,
+)
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "monitor"
+
+# The columns the captures were taken with (memory.total + memory.free + reserved = used).
+CAPTURE_FIELDS = (
+    "index", "uuid", "name", "driver_version", "pci.bus_id", "memory.total", "memory.used",
+    "memory.free", "utilization.gpu", "utilization.memory", "temperature.gpu", "power.draw",
+    "power.limit", "clocks.sm", "clocks.mem", "fan.speed", "pstate", "compute_mode",
+    "ecc.errors.uncorrected.volatile.total",
+)  # fmt: skip
+
+
+def test_parses_real_single_gpu_capture() -> None:
+    line = (FIXTURES / "h200-query-gpu.csv").read_text().splitlines()[0]
+    s = parse_gpu_line(line, "h1", 5.0, CAPTURE_FIELDS)
+    assert s is not None
+    assert (s.host, s.index, s.name) == ("h1", 0, "NVIDIA H200")
+    assert s.uuid == "GPU-a6e89c80-9928-a727-7385-cf717c71b09b"
+    assert (s.util, s.mem_used, s.mem_total) == (0.0, 0, 143771)
+    assert (s.temp, s.power_draw, s.power_limit, s.sm_clock) == (40.0, 129.36, 700.0, 1980)
+    assert s.ts == 5.0
+
+
+def test_parses_real_two_gpu_capture_in_the_monitor_field_order() -> None:
+    lines = (FIXTURES / "h200x2-query-gpu.csv").read_text().splitlines()
+    # Re-order the captured values into the monitor's own query, as nvidia-smi would print them.
+    rows = [
+        dict(zip(CAPTURE_FIELDS, (p.strip() for p in ln.split(",")), strict=True)) for ln in lines
+    ]
+    ours = [", ".join(r[f] for f in QUERY_FIELDS) for r in rows]
+    samples = [parse_gpu_line(ln, "h2", 1.0) for ln in ours]
+    assert [s.index for s in samples if s] == [0, 1]
+    assert [s.power_draw for s in samples if s] == [83.46, 80.07]
+    assert [s.sm_clock for s in samples if s] == [345, 345]
+
+
+def test_missing_values_are_none() -> None:
+    line = "3, NVIDIA H200, GPU-x, [N/A], 10, 143771, [Not Supported], [N/A], 700.00, [N/A]"
+    s = parse_gpu_line(line, "h", 0.0)
+    assert s is not None
+    assert s.util is None and s.temp is None and s.power_draw is None and s.sm_clock is None
+    assert s.mem_used == 10 and s.power_limit == 700.0
+
+
+def test_ignores_headers_errors_and_short_lines() -> None:
+    header = (FIXTURES / "h200-query-gpu-header.csv").read_text().splitlines()[0]
+    assert parse_gpu_line(header, "h", 0.0) is None
+    assert parse_gpu_line("", "h", 0.0) is None
+    assert parse_gpu_line("NVIDIA-SMI has failed because it couldn't communicate", "h", 0) is None
+    bad_index = "x, NVIDIA H200, GPU-x, 1, 1, 1, 1, 1, 1, 1"
+    assert parse_gpu_line(bad_index, "h", 0.0) is None
+
+
+def test_line_splitter_joins_chunks_split_anywhere() -> None:
+    sp = LineSplitter()
+    assert list(sp.feed("0, a")) == []
+    assert list(sp.feed("b\r\n1, c\n2")) == ["0, ab", "1, c"]
+    assert list(sp.feed("\n")) == ["2"]
+
+
+def test_stream_command_asks_for_every_field_and_the_interval() -> None:
+    argv = query_gpu_command(500)
+    assert argv[1] == "--query-gpu=" + ",".join(QUERY_FIELDS)
+    assert argv[-2:] == ["-lms", "500"]
+
+
+def test_processes_get_gpu_index_and_user() -> None:
+    text = "GPU-b, 4242, 1024, python train.py --lr=0.1,0.2\nGPU-z, 7, [N/A], x\ngarbage\n"
+    users = parse_ps_users("  4242 alice\n   7 root\nnot a line\n")
+    procs = parse_apps(text, "h", {"GPU-b": 1}, users)
+    assert [(p.gpu, p.pid, p.user, p.used_mem) for p in procs] == [
+        (1, 4242, "alice", 1024),
+        (-1, 7, "root", None),
+    ]
+    assert procs[0].command == "python train.py --lr=0.1,0.2"
