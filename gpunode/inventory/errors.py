@@ -47,17 +47,16 @@ def _is_version_field(loc: Sequence[str | int]) -> bool:
     )
 
 
-def explain(error: dict[str, Any], known_keys: Sequence[str] = ()) -> str:
+def explain(error: dict[str, Any], known_keys: Sequence[str] = (), written: str = "") -> str:
     """A message that says what is wrong and what to write instead."""
     kind = error["type"]
     value = error.get("input")
     loc = error["loc"]
     if kind == "string_type" and isinstance(value, (int, float)) and not isinstance(value, bool):
         if _is_version_field(loc):
-            return (
-                f"versions must be quoted strings, got the number {value!r}: write it in quotes, "
-                f'e.g. "{value}" (unquoted, YAML reads 12.10 as the number 12.1)'
-            )
+            text = written or str(value)
+            read_as = f" (YAML reads {text} as the number {value!r})" if text != str(value) else ""
+            return f'versions must be quoted strings: write "{text}"{read_as}'
         return f"expected text, got the number {value!r}: put it in quotes"
     if kind == "string_pattern_mismatch" and _is_version_field(loc):
         return f'{value!r} is not a version: use digits and dots in quotes, e.g. "12.4"'

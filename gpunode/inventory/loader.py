@@ -165,7 +165,8 @@ def _problems(
         if (*full, "<value>") not in src.positions:
             position = src.position(full)
         known = _known_keys(root, loc[:-1]) if err["type"] == "extra_forbidden" else ()
-        out.append(Problem(position, field_path(full), explain(dict(err), known)))
+        written = src.token_at(position) if err["type"] == "string_type" else ""
+        out.append(Problem(position, field_path(full), explain(dict(err), known, written)))
     return out
 
 

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
 
 Version = Annotated[str, StringConstraints(pattern=r"^\d+(\.\d+)*$")]
 """A dotted numeric version written as a quoted string: "12.4", "550", "2.21"."""
@@ -49,15 +56,6 @@ class Driver(Strict):
 class Cuda(Strict):
     toolkits: list[Version] = Field(default_factory=lambda: ["13.0"])
     default: Version | None = None
-
-    @model_validator(mode="after")
-    def _default_is_installed(self) -> Cuda:
-        if self.default is not None and self.default not in self.toolkits:
-            raise ValueError(
-                f"default {self.default!r} is not in toolkits {self.toolkits}: "
-                "add it to toolkits or pick one of them"
-            )
-        return self
 
     @property
     def default_toolkit(self) -> str | None:
@@ -140,11 +138,23 @@ class Host(HostEntry):
     name: Name
     groups: list[str] = Field(default_factory=list)
 
+    # Cross-field rules run on the merged host only: a layer may set half of a pair.
     @model_validator(mode="after")
     def _reachable(self) -> Host:
         if self.connection == "ssh" and not self.address:
             raise ValueError("an ssh host needs an address: set `address:` or `connection: local`")
         return self
+
+    @field_validator("stack")
+    @classmethod
+    def _default_toolkit_is_installed(cls, stack: Stack) -> Stack:
+        cuda = stack.cuda
+        if cuda is not None and cuda.default is not None and cuda.default not in cuda.toolkits:
+            raise ValueError(
+                f"cuda.default {cuda.default!r} is not in cuda.toolkits {cuda.toolkits}: "
+                "add it to toolkits or pick one of them"
+            )
+        return stack
 
     @property
     def target(self) -> str:

@@ -7,6 +7,7 @@ validation errors can name `file:line:column`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,15 @@ class Source:
     file: str
     data: Any
     positions: dict[Path_, Position] = field(default_factory=dict)
+    text: str = ""
+
+    def token_at(self, pos: Position) -> str:
+        """The plain scalar written at `pos`, as typed (12.10 stays "12.10")."""
+        lines = self.text.splitlines()
+        if not 0 < pos.line <= len(lines):
+            return ""
+        rest = lines[pos.line - 1][pos.column - 1 :]
+        return re.split(r"[\s,\]}#]", rest, maxsplit=1)[0]
 
     def position(self, path: Path_) -> Position:
         """Position of the deepest node along `path` that exists in the file."""
@@ -60,10 +70,15 @@ def load_text(text: str, file: str) -> Source:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         problem = " ".join(str(p) for p in (exc.context, exc.problem) if p)
-        if "duplicate key" in problem or "found duplicate" in problem:
-            problem += "; a key may appear once per mapping: remove or merge the repeat"
+        dup = re.search(r'duplicate key "([^"]*)"', problem)
+        if dup:
+            first = exc.context_mark.line + 1 if exc.context_mark else "?"
+            problem = (
+                f"duplicate key {dup.group(1)!r} (this mapping starts at line {first}): "
+                "a key may appear once per mapping; remove or merge the repeat"
+            )
         raise YamlError(Position(file, line, col), problem.replace("\n", " ")) from None
-    src = Source(file=file, data=None)
+    src = Source(file=file, data=None, text=text)
     src.positions[()] = Position(file, 1, 1)
     src.data = _plain(doc, (), src)
     return src
@@ -92,7 +107,8 @@ def _plain(node: Any, path: Path_, src: Source) -> Any:
             here: Path_ = (*path, k)
             src.positions[here] = Position(src.file, line + 1, col + 1)
             vline, vcol = node.lc.value(key)
-            src.positions[here + ("<value>",)] = Position(src.file, vline + 1, vcol + 1)
+            value_at: Path_ = (*here, "<value>")
+            src.positions[value_at] = Position(src.file, vline + 1, vcol + 1)
             out[k] = _plain(value, here, src)
         return out
     if isinstance(node, CommentedSeq):

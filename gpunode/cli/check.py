@@ -1,0 +1,47 @@
+"""`gpunode check`: validate an inventory and every host's stack; touch no host."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from gpunode.cli.common import EXIT_BAD_INPUT, inventory_argument, limit_option, load_selected
+
+
+@click.command()
+@inventory_argument
+@limit_option
+def check(inventory: str, limit: str | None) -> None:
+    """Validate INVENTORY: strict YAML, the inventory's shape, and whether each host's
+    stack can work at all (driver vs CUDA, cuDNN/NCCL builds, PyTorch wheels, open
+    kernel modules). Every problem is reported at once with file:line:column.
+
+    Exit codes: 0 valid, 2 problems found.
+    """
+    from gpunode.compat import check_host
+
+    inv, hosts = load_selected(inventory, limit)
+    # The same finding set by `defaults` applies to many hosts: report it once, naming them.
+    seen: dict[tuple[str, str], list[str]] = {}
+    for host in hosts:
+        for finding in check_host(host):
+            from gpunode.inventory.errors import field_path
+
+            where = f"{inv.where(host.name, finding.loc)}: {field_path(finding.loc)}"
+            key = (where, finding.message)
+            seen.setdefault(key, []).append(host.name)
+    for (where, message), names in seen.items():
+        who = names[0] if len(names) == 1 else f"{len(names)} hosts ({', '.join(names)})"
+        click.echo(f"error: {where}: {message} [{who}]", err=True)
+    if seen:
+        n = len(seen)
+        click.echo(
+            f"{n} problem{'s' if n != 1 else ''} in {inventory}; nothing was changed.", err=True
+        )
+        sys.exit(EXIT_BAD_INPUT)
+    groups = len(inv.groups)
+    click.echo(
+        f"{inventory}: ok ({len(hosts)} host{'s' if len(hosts) != 1 else ''}, "
+        f"{groups} group{'s' if groups != 1 else ''})"
+    )

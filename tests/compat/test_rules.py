@@ -1,0 +1,149 @@
+"""The compatibility table: good and bad stacks, and the exact packages they mean."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from gpunode import compat
+from gpunode.compat import check_host
+from gpunode.inventory import loads
+
+
+def _findings(stack_yaml: str, gpus: str = "{}") -> list[str]:
+    text = (
+        "defaults:\n  gpus: "
+        + gpus
+        + "\n  stack:\n"
+        + textwrap.indent(textwrap.dedent(stack_yaml).strip(), "    ")
+        + "\nhosts:\n  h: {connection: local}\n"
+    )
+    inv = loads(text, "t.yaml")
+    return [f.message for f in check_host(inv.hosts["h"])]
+
+
+GOOD = [
+    'driver: {branch: "550"}\ncuda: {toolkits: ["12.4"]}\ncudnn: "9"\nnccl: "2.21"',
+    'driver: {branch: "570"}\ncuda: {toolkits: ["12.4", "12.8"], default: "12.8"}\nnccl: "2.25"',
+    'driver: {branch: "580"}\ncuda: {toolkits: ["13.0"]}\ncudnn: "9"\nnccl: "2.28"',
+    'driver: {branch: "590"}\ncuda: {toolkits: ["13.1"]}',
+    'driver: {branch: "535"}\ncuda: {toolkits: ["11.8"]}\ncudnn: "8"\nnccl: "2.18"',
+    'driver: {branch: "550"}\ncuda: {toolkits: ["12.4"]}\n'
+    'conda: {envs: {t: {pytorch: "2.4.1"}, f: {tensorflow: "2.16.1"}}}',
+    'driver: {branch: "580"}\nconda: {envs: {t: {pytorch: "2.11.0"}}}',
+]
+
+
+@pytest.mark.parametrize("stack", GOOD)
+def test_good_stacks(stack: str) -> None:
+    assert _findings(stack) == []
+
+
+BAD = [
+    (
+        'driver: {branch: "550"}\ncuda: {toolkits: ["12.8"]}',
+        "CUDA 12.8 needs driver >= 570.26 but branch 550 is requested: use branch >= 570, "
+        "or CUDA <= 12.4",
+    ),
+    (
+        'driver: {branch: "535"}\ncuda: {toolkits: ["13.0"]}',
+        "CUDA 13.0 needs driver >= 580.65.06 but branch 535 is requested: use branch >= 580, "
+        "or CUDA <= 12.2",
+    ),
+    ('driver: {branch: "551"}', "unknown driver branch '551': known branches are 535, 550"),
+    ('cuda: {toolkits: ["12.7"]}', "unknown CUDA toolkit '12.7': known toolkits are 11.8"),
+    (
+        'cuda: {toolkits: ["13.0"]}\ncudnn: "8"',
+        'cuDNN 8 has no build for CUDA 13.0: use cudnn: "9"',
+    ),
+    (
+        'cuda: {toolkits: ["13.0"]}\nnccl: "2.21"',
+        'NCCL 2.21 has no build for CUDA 13.0: use nccl: "2.28"',
+    ),
+    ('cuda: {toolkits: ["12.4"]}\nnccl: "2.99"', "unknown NCCL release '2.99'"),
+    ('nccl: "2.21"', "cuDNN and NCCL builds follow the CUDA toolkit"),
+    (
+        'driver: {branch: "550"}\nconda: {envs: {t: {pytorch: "2.11.0"}}}',
+        "PyTorch 2.11.0 wheels (cu126, cu128, cu130) need driver >= 560.28.03, but branch 550",
+    ),
+    ('conda: {envs: {t: {pytorch: "1.13.1"}}}', "unknown PyTorch release '1.13.1'"),
+    (
+        'driver: {branch: "535"}\nconda: {envs: {t: {tensorflow: "2.18.0"}}}',
+        "TensorFlow 2.18.0 is built for CUDA 12.5, which needs driver >= 555.42.02",
+    ),
+]
+
+
+@pytest.mark.parametrize(("stack", "message"), BAD)
+def test_bad_stacks(stack: str, message: str) -> None:
+    found = _findings(stack)
+    assert len(found) == 1, found
+    assert found[0].startswith(message)
+
+
+def test_open_modules_need_turing() -> None:
+    stack = 'driver: {branch: "550", flavor: open}'
+    assert _findings(stack, "{model: Tesla V100-SXM2-32GB}") == [
+        "open kernel modules need Turing or newer, and Tesla V100-SXM2-32GB is volta: "
+        "use flavor: proprietary"
+    ]
+    assert _findings(stack, "{model: NVIDIA H200}") == []
+    assert _findings('driver: {branch: "550", flavor: proprietary}', "{model: V100}") == []
+
+
+def test_package_names() -> None:
+    assert compat.driver_packages("550", "open") == ["nvidia-open-550"]
+    assert compat.driver_packages("570", "proprietary") == ["cuda-drivers-570"]
+    # From 590 the names drop the branch, and a pinning package holds it.
+    assert compat.driver_packages("590", "open") == ["nvidia-driver-pinning-590", "nvidia-open"]
+    assert compat.driver_userspace_package("580") == "libnvidia-compute-580"
+    assert compat.driver_userspace_package("590") == "libnvidia-compute"
+    assert compat.toolkit_package("12.4") == "cuda-toolkit-12-4"
+    assert compat.toolkit_package("13.0") == "cuda-toolkit-13-0"
+
+
+def test_nccl_build_pins_the_full_string() -> None:
+    assert compat.nccl_build("2.21", "12.4") == "2.21.5-1+cuda12.4"
+    assert compat.nccl_build("2.21", "12.8") == "2.21.5-1+cuda12.4"  # newest build not newer
+    assert compat.nccl_build("2.21", "11.8") == "2.21.5-1+cuda11.8"
+    assert compat.nccl_build("2.28", "13.0") == "2.28.3-1+cuda13.0"
+    assert compat.nccl_build("2.28", "12.10") == "2.28.3-1+cuda12.9"  # 12.10 > 12.9
+    assert compat.nccl_build("2.21", "13.0") is None
+
+
+def test_cudnn_package() -> None:
+    p = compat.cudnn_package("9", "12.4")
+    assert p is not None and (p.name, p.version) == ("libcudnn9-cuda-12", "9.14.0.64-1")
+    p = compat.cudnn_package("9", "13.0")
+    assert p is not None and p.name == "libcudnn9-cuda-13"
+    p = compat.cudnn_package("8", "12.4")
+    assert p is not None and p.version == "8.9.7.29-1+cuda12.2"
+
+
+@pytest.mark.parametrize(
+    ("torch", "cuda", "branch", "variant"),
+    [
+        ("2.4.1", "12.4", "550", "cu124"),
+        ("2.4.1", "12.2", "535", "cu121"),
+        ("2.4.1", "11.8", "535", "cu118"),
+        ("2.11.0", "13.0", "580", "cu130"),
+        ("2.11.0", "12.8", "570", "cu128"),
+        ("2.11.0", None, "560", "cu126"),
+        ("2.7.1", "12.9", "575", "cu128"),
+        ("2.11.0", None, "535", None),
+    ],
+)
+def test_torch_variant(torch: str, cuda: str | None, branch: str, variant: str | None) -> None:
+    assert compat.torch_variant(torch, cuda, branch) == variant
+
+
+def test_every_rule_table_cites_a_source() -> None:
+    from pathlib import Path
+
+    text = Path(compat.rules.__file__).with_name("rules.yaml").read_text()
+    tables = [line.split(":")[0] for line in text.splitlines() if line and line[0].isalpha()]
+    for table in tables:
+        before = text[: text.index(f"\n{table}:")]
+        comment = before[before.rstrip().rfind("\n\n") :]
+        assert "http" in comment or "Source" in comment, f"{table} has no cited source"
