@@ -1,0 +1,101 @@
+"""Drive one running command: stream its output, feed its stdin, enforce the deadline.
+
+Shared by the SSH and local transports so that sudo, timeouts and streaming
+behave the same everywhere; each transport supplies a small `Process`.
+"""
+
+from __future__ import annotations
+
+import codecs
+import time
+from typing import Literal, Protocol
+
+from gpunode.transport.base import CommandResult, CommandTimeoutError, OutputCallback
+from gpunode.transport.become import Become
+
+
+class Process(Protocol):
+    def read(self, wait: float) -> tuple[bytes, bytes, bool]:
+        """Wait up to `wait` seconds; return (stdout, stderr, finished)."""
+        ...
+
+    def write(self, data: bytes) -> None: ...
+
+    def close_stdin(self) -> None: ...
+
+    def exit_code(self) -> int: ...
+
+    def kill(self) -> None: ...
+
+
+def drive(
+    proc: Process,
+    *,
+    shown: str,
+    stdin: bytes | None,
+    timeout: float | None,
+    on_output: OutputCallback | None,
+    become: Become | None,
+) -> CommandResult:
+    """Run `proc` to completion. `shown` is the command as recorded (never holds a secret)."""
+    start = time.monotonic()
+    deadline = None if timeout is None else start + timeout
+    decoders = {
+        "stdout": codecs.getincrementaldecoder("utf-8")("replace"),
+        "stderr": codecs.getincrementaldecoder("utf-8")("replace"),
+    }
+    out: list[str] = []
+    err: list[str] = []
+
+    def emit(stream: Literal["stdout", "stderr"], text: str) -> None:
+        if not text:
+            return
+        (out if stream == "stdout" else err).append(text)
+        if on_output is not None:
+            on_output(stream, text)
+
+    def start_command() -> None:
+        if stdin:
+            proc.write(stdin)
+        proc.close_stdin()
+
+    # Without a pending password exchange, stdin can go at once.
+    waiting_for_sudo = become is not None and become.password is not None
+    if not waiting_for_sudo:
+        start_command()
+    finished = False
+    try:
+        while not finished:
+            wait = 0.2
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise CommandTimeoutError(f"command timed out after {timeout:g}s: {shown}")
+                wait = min(wait, left)
+            o, e, finished = proc.read(wait)
+            if o:
+                emit("stdout", decoders["stdout"].decode(o, final=False))
+            if e:
+                text = decoders["stderr"].decode(e, final=False)
+                if become is not None and not become.started:
+                    text, send = become.feed_stderr(text)
+                    if send:
+                        proc.write(send)
+                    if become.started and waiting_for_sudo:
+                        start_command()
+                emit("stderr", text)
+    except BaseException:
+        proc.kill()
+        raise
+    emit("stdout", decoders["stdout"].decode(b"", final=True))
+    emit("stderr", decoders["stderr"].decode(b"", final=True))
+    code = proc.exit_code()
+    if become is not None and not become.started:
+        raise become.failure(code)
+    return CommandResult(
+        command=shown,
+        exit_code=code,
+        stdout="".join(out),
+        stderr="".join(err),
+        seconds=time.monotonic() - start,
+    )

@@ -1,0 +1,340 @@
+"""SSH with paramiko: one connection per host for the whole run, a channel per command.
+
+Every step has a deadline (TCP connect, banner, key exchange, auth, each command),
+so a host that accepts TCP and then never speaks is reported unreachable rather
+than hanging the run. Agent forwarding is never requested.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import select
+import shlex
+import socket
+import threading
+import time
+from collections.abc import Sequence
+
+import paramiko
+
+from gpunode.inventory.model import SshSettings
+from gpunode.transport.base import (
+    CommandResult,
+    HostUnreachableError,
+    OutputCallback,
+    TransportError,
+    join,
+)
+from gpunode.transport.become import Become, env_prefix, read_with_sudo
+from gpunode.transport.driver import drive
+from gpunode.transport.hostkeys import HostKeyError, describe_changed, policy_for
+from gpunode.transport.secret import Secret
+from gpunode.transport.sshconfig import Endpoint, load_config, resolve
+
+
+class _ChannelProcess:
+    def __init__(self, channel: paramiko.Channel) -> None:
+        self._ch = channel
+        self._fd = channel.fileno()  # becomes readable on stdout, stderr or close
+
+    def read(self, wait: float) -> tuple[bytes, bytes, bool]:
+        ch = self._ch
+        if not (ch.recv_ready() or ch.recv_stderr_ready() or ch.exit_status_ready()):
+            select.select([self._fd], [], [], wait)
+        out = err = b""
+        while ch.recv_ready():
+            out += ch.recv(65536)
+        while ch.recv_stderr_ready():
+            err += ch.recv_stderr(65536)
+        done = bool(
+            ch.exit_status_ready()
+            and not ch.recv_ready()
+            and not ch.recv_stderr_ready()
+            and ch.eof_received
+        )
+        if ch.closed and not (ch.recv_ready() or ch.recv_stderr_ready()):
+            done = True
+        return out, err, done
+
+    def write(self, data: bytes) -> None:
+        with contextlib.suppress(OSError):
+            self._ch.sendall(data)
+
+    def close_stdin(self) -> None:
+        with contextlib.suppress(OSError):
+            self._ch.shutdown_write()
+
+    def exit_code(self) -> int:
+        code = self._ch.recv_exit_status()
+        self._ch.close()
+        return code if code >= 0 else 255
+
+    def kill(self) -> None:
+        self._ch.close()
+
+
+class SSHTransport:
+    """A Transport over one paramiko connection (plus one per ProxyJump hop)."""
+
+    def __init__(
+        self,
+        name: str,
+        address: str,
+        ssh: SshSettings,
+        *,
+        become_password: Secret | None = None,
+    ) -> None:
+        self.name = name
+        self.address = address
+        self.settings = ssh
+        self._password = become_password
+        self._clients: list[paramiko.SSHClient] = []  # jump hops first, the host last
+        self._sftp: paramiko.SFTPClient | None = None
+        self._lock = threading.Lock()
+        self.endpoint: Endpoint | None = None
+        self.connections_opened = 0
+        self.channels_opened = 0
+        self.connect_seconds = 0.0
+
+    # -- connection -------------------------------------------------------------------------
+
+    def connect(self) -> None:
+        with self._lock:
+            if self._clients and self._active():
+                return
+            self._close_clients()
+            start = time.monotonic()
+            try:
+                ep = resolve(self.address, self.settings, load_config(self.settings.config_file))
+            except (ValueError, OSError) as exc:
+                raise HostUnreachableError(f"ssh config for {self.address}: {exc}") from None
+            self.endpoint = ep
+            try:
+                self._clients.append(self._open(ep, ep.identity_files))
+            except BaseException:
+                self._close_clients()
+                raise
+            self.connect_seconds = time.monotonic() - start
+
+    def _active(self) -> bool:
+        t = self._clients[-1].get_transport()
+        return t is not None and t.is_active()
+
+    def _open(self, ep: Endpoint, fallback_ids: tuple[str, ...]) -> paramiko.SSHClient:
+        timeout = self.settings.connect_timeout
+        sock: socket.socket | paramiko.Channel
+        if ep.jump:
+            via = None
+            for hop in ep.jump:
+                if via is None:
+                    via = self._open(hop, hop.identity_files or fallback_ids)
+                else:
+                    via = self._open_via(via, hop, hop.identity_files or fallback_ids)
+            assert via is not None
+            return self._open_via(
+                via,
+                Endpoint(ep.alias, ep.hostname, ep.port, ep.user, ep.identity_files),
+                fallback_ids,
+            )
+        try:
+            sock = socket.create_connection((ep.hostname, ep.port), timeout=timeout)
+        except OSError as exc:
+            raise HostUnreachableError(
+                f"cannot connect to {ep.hostname}:{ep.port}: {exc.strerror or exc}"
+            ) from None
+        return self._handshake(ep, sock, fallback_ids)
+
+    def _open_via(
+        self, via: paramiko.SSHClient, ep: Endpoint, fallback_ids: tuple[str, ...]
+    ) -> paramiko.SSHClient:
+        self._clients.append(via)
+        t = via.get_transport()
+        assert t is not None
+        try:
+            chan = t.open_channel(
+                "direct-tcpip",
+                (ep.hostname, ep.port),
+                ("127.0.0.1", 0),
+                timeout=self.settings.connect_timeout,
+            )
+        except (paramiko.SSHException, OSError) as exc:
+            raise HostUnreachableError(
+                f"jump host could not reach {ep.hostname}:{ep.port}: {exc}"
+            ) from None
+        return self._handshake(ep, chan, fallback_ids)
+
+    def _handshake(
+        self, ep: Endpoint, sock: socket.socket | paramiko.Channel, fallback_ids: tuple[str, ...]
+    ) -> paramiko.SSHClient:
+        s = self.settings
+        timeout = s.connect_timeout
+        known = os.path.expanduser(s.known_hosts_file)
+        client = paramiko.SSHClient()
+        if os.path.exists(known):
+            try:
+                client.get_host_keys().load(known)
+            except (OSError, paramiko.SSHException) as exc:
+                sock.close()
+                raise HostUnreachableError(f"cannot read {known}: {exc}") from None
+        client.set_missing_host_key_policy(policy_for(s.host_key_policy, s.known_hosts_file))
+        ids = list(ep.identity_files or fallback_ids)
+        try:
+            client.connect(
+                ep.hostname,
+                port=ep.port,
+                username=ep.user,
+                key_filename=ids or None,  # type: ignore[arg-type]  # list accepted
+                look_for_keys=not ids,
+                allow_agent=True,
+                timeout=timeout,
+                banner_timeout=timeout,
+                auth_timeout=timeout,
+                channel_timeout=timeout,
+                sock=sock,
+            )
+        except HostKeyError:
+            client.close()
+            raise
+        except paramiko.BadHostKeyException as exc:
+            client.close()
+            raise HostKeyError(
+                describe_changed(exc, ep.hostname, ep.port, s.known_hosts_file)
+            ) from None
+        except paramiko.AuthenticationException as exc:
+            client.close()
+            raise HostUnreachableError(f"authentication failed for {ep.label}: {exc}") from None
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            tr = client.get_transport()
+            silent = tr is not None and not tr.remote_version
+            client.close()
+            msg = str(exc) or type(exc).__name__
+            if "banner" in msg or silent:
+                msg = f"no SSH banner within {timeout:g}s (the port accepts TCP but is silent)"
+            raise HostUnreachableError(f"ssh to {ep.label} failed: {msg}") from None
+        self.connections_opened += 1
+        transport = client.get_transport()
+        assert transport is not None
+        if s.keepalive:
+            transport.set_keepalive(max(1, int(s.keepalive)))
+        return client
+
+    def _transport(self) -> paramiko.Transport:
+        self.connect()
+        t = self._clients[-1].get_transport()
+        if t is None or not t.is_active():
+            raise TransportError(f"connection to {self.name} was lost")
+        return t
+
+    def _user_at_host(self) -> str:
+        ep = self.endpoint
+        return f"{ep.user}@{self.name}" if ep else self.name
+
+    # -- commands ---------------------------------------------------------------------------
+
+    def run(
+        self,
+        command: str | Sequence[str],
+        *,
+        sudo: bool = False,
+        stdin: bytes | None = None,
+        timeout: float | None = None,
+        on_output: OutputCallback | None = None,
+        env: dict[str, str] | None = None,
+    ) -> CommandResult:
+        cmd = command if isinstance(command, str) else join(command)
+        script = env_prefix(env) + cmd
+        become = None
+        if sudo and (self.endpoint is None or self.endpoint.user != "root"):
+            self.connect()
+            if self.endpoint is not None and self.endpoint.user != "root":
+                become = Become(self._user_at_host(), self._password)
+                script = become.wrap(script)
+        t = self._transport()
+        limit = timeout if timeout is not None else self.settings.command_timeout
+        try:
+            chan = t.open_session(timeout=self.settings.connect_timeout)
+        except (paramiko.SSHException, OSError) as exc:
+            raise TransportError(f"cannot open a channel to {self.name}: {exc}") from None
+        self.channels_opened += 1
+        try:
+            chan.exec_command(f"sh -c {shlex.quote(script)}")
+        except (paramiko.SSHException, OSError) as exc:
+            chan.close()
+            raise TransportError(f"cannot start a command on {self.name}: {exc}") from None
+        return drive(
+            _ChannelProcess(chan),
+            shown=cmd,
+            stdin=stdin,
+            timeout=limit,
+            on_output=on_output,
+            become=become,
+        )
+
+    # -- files ------------------------------------------------------------------------------
+
+    def _sftp_client(self) -> paramiko.SFTPClient:
+        if self._sftp is None:
+            self._transport()
+            client = self._clients[-1].open_sftp()
+            self.channels_opened += 1
+            self._sftp = client
+        return self._sftp
+
+    def put(self, data: bytes, path: str, *, mode: int = 0o644, sudo: bool = False) -> None:
+        sftp = self._sftp_client()
+        tag = secrets.token_hex(6)
+        if sudo:
+            tmp = f"/tmp/.gpunode-put-{tag}"
+            self._sftp_write(sftp, tmp, data, 0o600)
+            new = f"{path}.gpunode-{tag}"
+            script = (
+                f"install -m {mode:o} {shlex.quote(tmp)} {shlex.quote(new)} && "
+                f"mv -f {shlex.quote(new)} {shlex.quote(path)}; rc=$?; "
+                f"rm -f {shlex.quote(tmp)}; exit $rc"
+            )
+            res = self.run(script, sudo=True)
+            if not res.ok:
+                self.run(["rm", "-f", tmp])
+                raise TransportError(f"cannot write {path} on {self.name}: {res.stderr.strip()}")
+            return
+        tmp = f"{os.path.dirname(path) or '.'}/.gpunode-{tag}"
+        try:
+            self._sftp_write(sftp, tmp, data, mode)
+            sftp.posix_rename(tmp, path)  # atomic replace
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                sftp.remove(tmp)
+            raise TransportError(f"cannot write {path} on {self.name}: {exc}") from None
+
+    @staticmethod
+    def _sftp_write(sftp: paramiko.SFTPClient, path: str, data: bytes, mode: int) -> None:
+        with sftp.open(path, "wb") as fh:
+            fh.chmod(mode)
+            fh.write(data)
+
+    def get(self, path: str, *, sudo: bool = False) -> bytes:
+        if sudo:
+            return read_with_sudo(self, path)
+        try:
+            with self._sftp_client().open(path, "rb") as fh:
+                return fh.read()
+        except OSError as exc:
+            raise TransportError(f"cannot read {path} on {self.name}: {exc}") from None
+
+    # -- teardown ---------------------------------------------------------------------------
+
+    def _close_clients(self) -> None:
+        if self._sftp is not None:
+            with contextlib.suppress(Exception):
+                self._sftp.close()
+            self._sftp = None
+        for client in reversed(self._clients):
+            with contextlib.suppress(Exception):
+                client.close()
+        self._clients = []
+
+    def close(self) -> None:
+        with self._lock:
+            self._close_clients()

@@ -1,0 +1,94 @@
+"""Where and how to connect: the inventory's ssh settings merged with ~/.ssh/config.
+
+Values the inventory sets explicitly win; otherwise ~/.ssh/config (HostName, User,
+Port, IdentityFile, ProxyJump) applies; otherwise the inventory's defaults.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import paramiko
+
+from gpunode.inventory.model import SshSettings
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    alias: str  # what was asked for (inventory address or a ProxyJump entry)
+    hostname: str
+    port: int
+    user: str
+    identity_files: tuple[str, ...]
+    jump: tuple[Endpoint, ...] = ()  # ProxyJump hops, first hop first
+
+    @property
+    def label(self) -> str:
+        return f"{self.user}@{self.hostname}:{self.port}"
+
+
+def load_config(path: str | None) -> paramiko.SSHConfig | None:
+    if not path:
+        return None
+    full = os.path.expanduser(path)
+    if not os.path.exists(full):
+        return None
+    return paramiko.SSHConfig.from_path(full)
+
+
+def _split_jump(spec: str) -> tuple[str | None, str, int | None]:
+    user = None
+    if "@" in spec:
+        user, spec = spec.rsplit("@", 1)
+    port = None
+    if spec.startswith("["):
+        host, _, rest = spec[1:].partition("]")
+        if rest.startswith(":"):
+            port = int(rest[1:])
+        return user, host, port
+    if spec.count(":") == 1:
+        host, p = spec.split(":")
+        return user, host, int(p)
+    return user, spec, port
+
+
+def resolve(
+    address: str, ssh: SshSettings, config: paramiko.SSHConfig | None, _depth: int = 0
+) -> Endpoint:
+    """The endpoint for an inventory host."""
+    explicit = ssh.model_fields_set
+    found = config.lookup(address) if config is not None else {}
+    hostname = found.get("hostname", address)
+    user = ssh.user if "user" in explicit or "user" not in found else found["user"]
+    port = ssh.port if "port" in explicit or "port" not in found else int(found["port"])
+    if ssh.identity_file:
+        identities: tuple[str, ...] = (os.path.expanduser(ssh.identity_file),)
+    else:
+        identities = tuple(os.path.expanduser(p) for p in found.get("identityfile", []))
+    jumps: tuple[Endpoint, ...] = ()
+    proxy = found.get("proxyjump")
+    if proxy and proxy.lower() != "none":
+        if _depth > 5:
+            raise ValueError(f"ProxyJump for {address} loops or nests too deep")
+        hops = []
+        for spec in proxy.split(","):
+            juser, jhost, jport = _split_jump(spec.strip())
+            hops.append(_resolve_jump(jhost, juser, jport, config, _depth + 1))
+        jumps = tuple(hops)
+    return Endpoint(address, hostname, port, user, identities, jumps)
+
+
+def _resolve_jump(
+    alias: str, user: str | None, port: int | None, config: paramiko.SSHConfig | None, depth: int
+) -> Endpoint:
+    found = config.lookup(alias) if config is not None else {}
+    base = resolve(alias, SshSettings(), config, depth)
+    return Endpoint(
+        alias=alias,
+        hostname=base.hostname,
+        port=port if port is not None else (int(found["port"]) if "port" in found else 22),
+        user=user or found.get("user") or os.environ.get("USER", "root"),
+        identity_files=base.identity_files,
+        jump=base.jump,
+    )

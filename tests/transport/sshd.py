@@ -1,0 +1,126 @@
+"""A real OpenSSH server on 127.0.0.1 for transport tests, with real users and sudo."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import secrets
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpunode.inventory.model import SshSettings
+
+NOPASS_USER = "gpunode-t"  # passwordless sudo
+PASS_USER = "gpunode-p"  # sudo asks for a password
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _ensure_user(name: str, password: str, pubkey: str) -> Path:
+    try:
+        home = Path(pwd.getpwnam(name).pw_dir)
+    except KeyError:
+        subprocess.run(["useradd", "-m", "-s", "/bin/bash", name], check=True)
+        home = Path(pwd.getpwnam(name).pw_dir)
+    subprocess.run(["chpasswd"], input=f"{name}:{password}\n", text=True, check=True)
+    ssh_dir = home / ".ssh"
+    ssh_dir.mkdir(mode=0o700, exist_ok=True)
+    (ssh_dir / "authorized_keys").write_text(pubkey)
+    pw = pwd.getpwnam(name)
+    for p in (ssh_dir, ssh_dir / "authorized_keys"):
+        os.chown(p, pw.pw_uid, pw.pw_gid)
+    os.chmod(ssh_dir / "authorized_keys", 0o600)
+    return home
+
+
+@dataclass
+class SshServer:
+    port: int
+    dir: Path
+    client_key: Path
+    known_hosts: Path  # holds this server's key as [127.0.0.1]:port
+    host_pub: str  # "ssh-ed25519 AAAA..."
+    log: Path
+    sudo_password: str  # PASS_USER's password
+    host: str = "127.0.0.1"
+
+    def settings(self, user: str = NOPASS_USER, **kw: object) -> SshSettings:
+        base: dict[str, object] = {
+            "user": user,
+            "port": self.port,
+            "identity_file": str(self.client_key),
+            "known_hosts_file": str(self.known_hosts),
+            "config_file": None,
+            "connect_timeout": 5.0,
+            "command_timeout": 60.0,
+        }
+        base.update(kw)
+        return SshSettings.model_validate(base)
+
+    def accepted(self) -> int:
+        """How many logins sshd accepted (its own log; independent of paramiko)."""
+        return self.log.read_text(errors="replace").count("Accepted publickey")
+
+
+@contextlib.contextmanager
+def sshd(root: Path) -> Iterator[SshServer]:
+    root.mkdir(parents=True, exist_ok=True)
+    hostkey = root / "ssh_host_ed25519_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(hostkey)], check=True)
+    client_key = root / "id_ed25519"
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(client_key)], check=True
+    )
+    pub = (root / "id_ed25519.pub").read_text()
+    password = "pw-" + secrets.token_hex(12)
+    _ensure_user(NOPASS_USER, "x-" + secrets.token_hex(12), pub)
+    _ensure_user(PASS_USER, password, pub)
+    sudoers = Path("/etc/sudoers.d/gpunode-tests")
+    sudoers.write_text(
+        f"{NOPASS_USER} ALL=(ALL) NOPASSWD: ALL\n"
+        f"{PASS_USER} ALL=(ALL) ALL\n"
+        f"Defaults:{PASS_USER} timestamp_timeout=0\n"
+    )
+    os.chmod(sudoers, 0o440)
+    Path("/run/sshd").mkdir(exist_ok=True)
+    port = free_port()
+    log = root / "sshd.log"
+    cfg = root / "sshd_config"
+    cfg.write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {hostkey}\nPidFile {root}/sshd.pid\n"
+        "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM yes\n"
+        "PermitRootLogin no\nAllowTcpForwarding yes\nLogLevel VERBOSE\nMaxStartups 100\n"
+        f"AllowUsers {NOPASS_USER} {PASS_USER}\n"
+        "Subsystem sftp /usr/lib/openssh/sftp-server\n"
+    )
+    proc = subprocess.Popen(["/usr/sbin/sshd", "-D", "-E", str(log), "-f", str(cfg)])
+    host_pub = " ".join((root / "ssh_host_ed25519_key.pub").read_text().split()[:2])
+    known = root / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{port} {host_pub}\n")
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                raise RuntimeError("sshd did not start: " + log.read_text()) from None
+            time.sleep(0.05)
+    try:
+        yield SshServer(port, root, client_key, known, host_pub, log, password)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        sudoers.unlink(missing_ok=True)
+        shutil.rmtree(root, ignore_errors=True)
