@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Install everything the tests need, then run the linters, the type checker and every test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh --dev
+ruff check .
+ruff format --check .
+mypy
+python3 -m pytest -q "$@"
