@@ -137,6 +137,8 @@ class HostFacts(_Fact):
     """sha256 of files gpunode manages (profile.d, ld.so.conf.d, sources), for idempotence."""
     errors: list[str] = Field(default_factory=list)
     """Sections the parser could not read, with why; never fatal."""
+    gather_seconds: float = 0.0
+    """How long the one round trip took (0 when parsed from a fixture)."""
 
     def package(self, name: str) -> Package | None:
         pkg = self.packages.get(name)

@@ -1,0 +1,85 @@
+"""Gather a host's facts: one script, one `run`, no sudo."""
+
+from __future__ import annotations
+
+import shlex
+import time
+from collections.abc import Iterable, Sequence
+from functools import cache
+from importlib import resources
+from typing import TYPE_CHECKING
+
+from gpunode.events import Bus, FactsGathered, HostStatusChanged
+from gpunode.facts.model import HostFacts
+from gpunode.facts.parse import parse_facts
+from gpunode.transport.base import Transport, TransportError
+
+if TYPE_CHECKING:
+    from gpunode.hostpool import Outcome
+    from gpunode.inventory.model import Host
+    from gpunode.transport.secret import Secret
+
+
+@cache
+def script() -> bytes:
+    return resources.files("gpunode.facts").joinpath("script.sh").read_bytes()
+
+
+def facts_command(files: Iterable[str] = (), conda_prefixes: Iterable[str] = ()) -> str:
+    """The command that runs script.sh fed on stdin; every argument quoted."""
+    argv = ["sh", "-s", "--"]
+    for prefix in conda_prefixes:
+        argv += ["--conda", prefix]
+    for path in files:
+        argv += ["--file", path]
+    return shlex.join(argv)
+
+
+def gather(
+    transport: Transport,
+    host: Host | None = None,
+    *,
+    files: Iterable[str] = (),
+    timeout: float = 120.0,
+) -> HostFacts:
+    """One round trip: run script.sh on the host, parse its output into HostFacts.
+
+    `files` are paths whose sha256 the caller wants (HostFacts.files). The host's
+    declared conda prefix is searched as well as the common ones.
+    """
+    prefixes = []
+    if host is not None and host.stack.conda is not None:
+        prefixes.append(host.stack.conda.prefix)
+    start = time.monotonic()
+    res = transport.run(facts_command(files, prefixes), stdin=script(), timeout=timeout)
+    if "### end" not in res.stdout and not res.ok:
+        raise TransportError(f"facts script failed (exit {res.exit_code}): {res.stderr.strip()}")
+    facts = parse_facts(res.stdout)
+    facts.gather_seconds = round(time.monotonic() - start, 4)
+    return facts
+
+
+def gather_all(
+    hosts: Sequence[Host],
+    *,
+    bus: Bus,
+    forks: int = 10,
+    become_password: Secret | None = None,
+    files: Iterable[str] = (),
+) -> dict[str, Outcome[HostFacts]]:
+    """Facts for every host in parallel; emits FactsGathered per host gathered."""
+    from gpunode.hostpool import run_hosts
+
+    wanted = tuple(files)
+
+    def work(transport: Transport, host: Host) -> HostFacts:
+        bus.emit(HostStatusChanged(host.name, status="gathering"))
+        facts = gather(transport, host, files=wanted)
+        bus.emit(
+            FactsGathered(
+                host.name, facts=facts.model_dump(mode="json"), seconds=facts.gather_seconds
+            )
+        )
+        return facts
+
+    return run_hosts(hosts, work, bus=bus, forks=forks, become_password=become_password)

@@ -1,0 +1,369 @@
+"""Facts text (the output of script.sh) -> HostFacts.
+
+Each `### name` section has its own parser; one that fails records why in
+HostFacts.errors and the rest still count. Nothing here raises.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Callable
+
+from gpunode.facts.model import (
+    AptSource,
+    Conda,
+    CondaEnvFacts,
+    CudaToolkit,
+    Disk,
+    HostFacts,
+    KernelModule,
+    NvidiaSmi,
+    OsRelease,
+    Package,
+    PciGpu,
+)
+from gpunode.facts.smi import QUERY_FIELDS, failure_message, parse_query_csv, parse_smi_table
+
+
+def split_sections(text: str) -> dict[str, str]:
+    sections: dict[str, str] = {}
+    name: str | None = None
+    lines: list[str] = []
+    for line in text.splitlines():
+        m = re.fullmatch(r"### ([a-z0-9-]+)", line)
+        if m:
+            if name is not None:
+                sections[name] = "\n".join(lines).strip("\n")
+            name, lines = m.group(1), []
+        elif name is not None:
+            lines.append(line)
+    if name is not None:
+        sections[name] = "\n".join(lines).strip("\n")
+    return sections
+
+
+def _os_release(f: HostFacts, text: str) -> None:
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, raw = line.partition("=")
+        if sep and key.strip():
+            try:
+                parts = shlex.split(raw)
+            except ValueError:
+                parts = [raw]
+            values[key.strip()] = parts[0] if parts else ""
+    f.os = OsRelease(
+        id=values.get("ID", ""),
+        version_id=values.get("VERSION_ID", ""),
+        codename=values.get("VERSION_CODENAME", "") or values.get("UBUNTU_CODENAME", ""),
+        pretty_name=values.get("PRETTY_NAME", ""),
+    )
+
+
+def _secure_boot(f: HostFacts, text: str) -> None:
+    for line in text.splitlines():
+        if line.startswith("mokutil:"):
+            said = line.lower()
+            if "secureboot enabled" in said:
+                f.secure_boot = True
+                return
+            if "secureboot disabled" in said:
+                f.secure_boot = False
+                return
+    for line in text.splitlines():
+        if line.startswith("efivar:"):
+            data = line.split(":", 1)[1].split()
+            if len(data) >= 5:  # 4 bytes of attributes, then the value
+                f.secure_boot = data[4] == "1"
+                return
+    f.secure_boot = False if "efi: yes" in text else None
+
+
+def _disks(f: HostFacts, text: str) -> None:
+    seen: set[str] = set()
+    for line in text.splitlines()[1:]:
+        cols = line.split()
+        if len(cols) < 6:
+            continue
+        mount = " ".join(cols[5:])
+        if mount in seen:
+            continue
+        seen.add(mount)
+        f.disks.append(Disk(path=mount, total_bytes=int(cols[1]), free_bytes=int(cols[3])))
+
+
+def _pci(f: HostFacts, sections: dict[str, str]) -> None:
+    descriptions: dict[str, str] = {}
+    for line in sections.get("lspci", "").splitlines():
+        slot, _, desc = line.partition(" ")
+        descriptions[slot] = desc.strip()
+    for line in sections.get("pci", "").splitlines():
+        cols = line.split()
+        if len(cols) != 4:
+            continue
+        slot, vendor, device, cls = cols
+        if not cls.startswith("0x03"):  # display controllers only (not audio, bridges)
+            continue
+        f.pci_gpus.append(PciGpu(
+            slot=slot,
+            vendor_id=vendor.removeprefix("0x"),
+            device_id=device.removeprefix("0x"),
+            description=descriptions.get(slot, ""),
+        ))  # fmt: skip
+    if not f.pci_gpus:  # no sysfs (or a container): lspci alone
+        for slot, desc in descriptions.items():
+            m = re.search(r"\[10de:([0-9a-f]{4})\]", desc)
+            if m and re.search(r"\[03[0-9a-f]{2}\]", desc):
+                f.pci_gpus.append(PciGpu(slot=slot, device_id=m.group(1), description=desc))
+
+
+def _module(f: HostFacts, sections: dict[str, str]) -> None:
+    mod = KernelModule()
+    for line in sections.get("module", "").splitlines():
+        if line == "nvidia loaded":
+            mod.loaded = True
+        elif line == "nouveau loaded":
+            mod.nouveau_loaded = True
+        elif line.startswith("nvidia "):
+            mod.version = line.split()[1]
+            mod.loaded = True
+    proc = sections.get("proc-driver", "")
+    if "NVRM version" in proc:
+        mod.loaded = True
+        mod.flavor = "open" if "Open Kernel Module" in proc else "proprietary"
+        if mod.version is None:
+            m = re.search(r"\s(\d+\.\d+(?:\.\d+)?)\s", proc)
+            mod.version = m.group(1) if m else None
+    f.module = mod
+
+
+def _smi(f: HostFacts, sections: dict[str, str]) -> None:
+    query = sections.get("smi-query", "")
+    table = sections.get("smi", "")
+    body, _, rc = query.rpartition("rc=")
+    if rc.strip() == "missing":
+        f.smi = NvidiaSmi(ok=False, error="nvidia-smi not found")
+        return
+    msg = failure_message(query) or failure_message(table)
+    if msg:
+        f.smi = NvidiaSmi(ok=False, error=msg)
+        return
+    smi = parse_smi_table(table) if table.strip() else None
+    if query and rc.strip() == "0":
+        q = parse_query_csv(body, QUERY_FIELDS)
+        q.cuda_version = smi.cuda_version if smi else None
+        f.smi = q
+    elif smi is not None:
+        f.smi = smi
+    elif query:
+        f.smi = NvidiaSmi(
+            ok=False,
+            error=body.strip().splitlines()[-1]
+            if body.strip()
+            else f"nvidia-smi exited {rc.strip()}",
+        )
+
+
+def _packages(f: HostFacts, text: str) -> None:
+    for line in text.splitlines():
+        cols = line.split("\t")
+        if len(cols) < 3 or not cols[0]:
+            continue
+        status = cols[2].strip()
+        if status.endswith("not-installed"):
+            continue
+        f.packages[cols[0]] = Package(name=cols[0], version=cols[1], status=status)
+
+
+def _apt_sources(f: HostFacts, text: str) -> None:
+    path = ""
+    stanza: dict[str, str] = {}
+
+    def flush() -> None:
+        uris = stanza.get("uris", "")
+        if path and uris and re.search(r"nvidia|cuda", uris, re.I):
+            for uri in uris.split():
+                f.apt_sources.append(
+                    AptSource(
+                        path=path,
+                        uri=uri,
+                        suite=stanza.get("suites", "").split(" ")[0],
+                        signed_by=stanza.get("signed-by"),
+                    )
+                )
+        stanza.clear()
+
+    for line in text.splitlines():
+        if line.startswith("==> "):
+            flush()
+            path = line[4:].strip()
+            continue
+        s = line.strip()
+        if not s:
+            flush()
+            continue
+        if s.startswith("#"):
+            continue
+        if s.startswith(("deb ", "deb-src ")):
+            m = re.match(
+                r"deb(?:-src)?\s+(?:\[(?P<opts>[^\]]*)\]\s+)?(?P<uri>\S+)\s+(?P<suite>\S+)", s
+            )
+            if m and re.search(r"nvidia|cuda", m.group("uri"), re.I):
+                opts = dict(o.split("=", 1) for o in (m.group("opts") or "").split() if "=" in o)
+                f.apt_sources.append(
+                    AptSource(
+                        path=path,
+                        uri=m.group("uri"),
+                        suite=m.group("suite"),
+                        signed_by=opts.get("signed-by"),
+                    )
+                )
+            continue
+        key, sep, value = s.partition(":")
+        if sep and " " not in key:
+            stanza[key.lower()] = value.strip()
+    flush()
+
+
+def _toolkits(f: HostFacts, text: str) -> None:
+    nvcc: dict[str, str] = {}
+    for line in text.splitlines():
+        if line.startswith("nvcc "):
+            cols = line.split()
+            if len(cols) == 3:
+                nvcc[cols[1]] = cols[2].lstrip("V")
+    for line in text.splitlines():
+        if line.startswith("dir "):
+            path = line[4:].strip()
+            f.toolkits.append(
+                CudaToolkit(version=path.rsplit("cuda-", 1)[1], path=path, nvcc=nvcc.get(path))
+            )
+
+
+def _defines(text: str, names: tuple[str, str, str]) -> str | None:
+    values = {}
+    for line in text.splitlines():
+        m = re.search(r"#define\s+(\w+)\s+(\d+)", line)
+        if m:
+            values[m.group(1)] = m.group(2)
+    if all(n in values for n in names):
+        return ".".join(values[n] for n in names)
+    return None
+
+
+def _conda(f: HostFacts, text: str) -> None:
+    conda = Conda()
+    env: CondaEnvFacts | None = None
+    active = False  # the first install found is the one reported
+    for line in text.splitlines():
+        kind, _, value = line.partition(" ")
+        if kind == "prefix":
+            active = conda.prefix is None
+            if active:
+                conda.prefix = value
+            continue
+        if not active:
+            continue
+        if kind == "version":
+            m = re.match(r"conda-(\d[^-]*)-", value)
+            conda.version = m.group(1) if m else conda.version
+        elif kind == "env":
+            name = "base" if value == conda.prefix else value.rsplit("/", 1)[1]
+            env = CondaEnvFacts(name=name, path=value)
+            conda.envs.append(env)
+        elif env is not None and kind == "meta":
+            m = re.match(r"(python|pytorch|tensorflow)-(\d[^-]*)-", value)
+            if m:
+                pkg, ver = m.groups()
+                if pkg == "python":
+                    env.python = ver
+                elif pkg == "pytorch":
+                    env.torch = env.torch or ver
+                else:
+                    env.tensorflow = env.tensorflow or ver
+        elif env is not None and kind == "dist":
+            m = re.match(r"(torch|tensorflow)-(.+)\.dist-info$", value)
+            if m:
+                if m.group(1) == "torch":
+                    env.torch = m.group(2)
+                else:
+                    env.tensorflow = m.group(2)
+    f.conda = conda
+
+
+def _dpkg_lock(f: HostFacts, text: str) -> None:
+    for line in text.splitlines():
+        cols = line.split(None, 2)
+        if len(cols) >= 2 and cols[1].isdigit():
+            comm = cols[2].strip() if len(cols) == 3 else "?"
+            f.dpkg_lock_holder = f"pid {cols[1]} ({comm})"
+            return
+
+
+def _files(f: HostFacts, text: str) -> None:
+    for line in text.splitlines():
+        digest, sep, path = line.partition("\t")
+        if sep:
+            f.files[path] = digest  # "absent" / "unreadable" when there is no digest
+
+
+def _first_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[0].strip() if lines else ""
+
+
+def parse_facts(text: str) -> HostFacts:
+    """Turn script.sh's output into HostFacts; errors per section, never an exception."""
+    sections = split_sections(text)
+    f = HostFacts()
+
+    def setter(attr: str) -> Callable[[HostFacts, str], None]:
+        return lambda facts, t: setattr(facts, attr, _first_line(t))
+
+    simple: dict[str, Callable[[HostFacts, str], None]] = {
+        "hostname": setter("hostname"),
+        "os-release": _os_release,
+        "arch": setter("arch"),
+        "kernel": setter("kernel"),
+        "boot-id": setter("boot_id"),
+        "secure-boot": _secure_boot,
+        "disks": _disks,
+        "packages": _packages,
+        "apt-sources": _apt_sources,
+        "keyrings": lambda facts, t: facts.keyrings.extend(t.split()),
+        "toolkits": _toolkits,
+        "cuda-alternative": lambda facts, t: setattr(
+            facts, "cuda_alternative", _first_line(t) or None
+        ),
+        "cudnn": lambda facts, t: setattr(
+            facts, "cudnn_version", _defines(t, ("CUDNN_MAJOR", "CUDNN_MINOR", "CUDNN_PATCHLEVEL"))
+        ),
+        "nccl": lambda facts, t: setattr(
+            facts, "nccl_version", _defines(t, ("NCCL_MAJOR", "NCCL_MINOR", "NCCL_PATCH"))
+        ),
+        "conda": _conda,
+        "dpkg-lock": _dpkg_lock,
+        "dpkg-audit": lambda facts, t: setattr(facts, "dpkg_interrupted", bool(t.strip())),
+        "files": _files,
+    }
+    combined: dict[str, Callable[[HostFacts, dict[str, str]], None]] = {
+        "pci": _pci,
+        "module": _module,
+        "smi": _smi,
+    }
+    if "end" not in sections:
+        f.errors.append("facts output ended early (no '### end' section): it may be incomplete")
+    for name, fn in simple.items():
+        if name not in sections:
+            continue
+        try:
+            fn(f, sections[name])
+        except Exception as exc:
+            f.errors.append(f"{name}: {type(exc).__name__}: {exc}")
+    for name, cfn in combined.items():
+        try:
+            cfn(f, sections)
+        except Exception as exc:
+            f.errors.append(f"{name}: {type(exc).__name__}: {exc}")
+    return f

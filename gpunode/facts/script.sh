@@ -1,0 +1,147 @@
+# gpunode facts: everything the planner needs, in one run. POSIX sh, no Python.
+# Every section is independent: a missing tool leaves its section empty.
+# Arguments: [--conda PREFIX]... [--file PATH]...
+LC_ALL=C
+export LC_ALL
+PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/nvidia/bin:$PATH
+conda_prefixes="/opt/conda /opt/miniconda3 /opt/miniforge3"
+files=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --conda) conda_prefixes="$conda_prefixes $2"; shift 2 ;;
+    --file) files="$files
+$2"; shift 2 ;;
+    *) shift ;;
+  esac
+done
+have() { command -v "$1" >/dev/null 2>&1; }
+section() { printf '\n### %s\n' "$1"; }
+
+section hostname
+hostname 2>/dev/null || cat /proc/sys/kernel/hostname
+section os-release
+cat /etc/os-release 2>/dev/null
+section arch
+if have dpkg; then dpkg --print-architecture; else uname -m; fi
+section kernel
+uname -r
+section boot-id
+cat /proc/sys/kernel/random/boot_id
+section secure-boot
+if have mokutil; then
+  printf 'mokutil: '; mokutil --sb-state 2>&1 | head -n 2 | tr '\n' ' '; echo
+fi
+if [ -d /sys/firmware/efi ]; then
+  for v in /sys/firmware/efi/efivars/SecureBoot-*; do
+    [ -r "$v" ] && printf 'efivar: %s\n' "$(od -An -tu1 "$v" 2>/dev/null | tr -s ' \n' '  ')"
+  done
+  echo efi: yes
+else
+  echo efi: no
+fi
+section disks
+df -P -B1 / /var 2>/dev/null
+section pci
+for d in /sys/bus/pci/devices/*; do
+  [ -r "$d/vendor" ] || continue
+  read -r ven < "$d/vendor"; read -r dev < "$d/device"; read -r cls < "$d/class"
+  [ "$ven" = 0x10de ] && printf '%s %s %s %s\n' "${d##*/}" "$ven" "$dev" "$cls"
+done
+section lspci
+have lspci && lspci -nn -D -d 10de: 2>/dev/null
+section module
+[ -r /sys/module/nvidia/version ] && printf 'nvidia %s\n' "$(cat /sys/module/nvidia/version)"
+[ -d /sys/module/nvidia ] && echo 'nvidia loaded'
+[ -d /sys/module/nouveau ] && echo 'nouveau loaded'
+section proc-driver
+cat /proc/driver/nvidia/version 2>/dev/null
+section smi-query
+if have nvidia-smi; then
+  nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,memory.total,memory.used,utilization.gpu,temperature.gpu,power.draw,power.limit,clocks.sm,persistence_mode,driver_version --format=csv,noheader,nounits 2>&1
+  echo "rc=$?"
+else
+  echo "rc=missing"
+fi
+section smi
+have nvidia-smi && nvidia-smi 2>&1 | head -n 4
+section packages
+if have dpkg-query; then
+  dpkg-query -W -f '${Package}\t${Version}\t${Status}\n' 'nvidia*' 'libnvidia*' 'cuda*' \
+    'libcuda*' 'libcudnn*' 'libnccl*' 'xserver-xorg-video-nouveau' 'linux-headers-*' \
+    'linux-modules-nvidia*' 'linux-objects-nvidia*' 'linux-signatures-nvidia*' \
+    'dkms' 'mokutil' 2>/dev/null | grep -v '	not-installed$' | grep -v 'ok not-installed$'
+fi
+section apt-sources
+for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
+  [ -r "$f" ] || continue
+  if grep -qiE 'nvidia|cuda' "$f"; then printf '==> %s\n' "$f"; cat "$f"; echo; fi
+done
+section keyrings
+for f in /usr/share/keyrings/*cuda* /usr/share/keyrings/*nvidia* /etc/apt/keyrings/*cuda* \
+         /etc/apt/keyrings/*nvidia* /etc/apt/trusted.gpg.d/*cuda* /etc/apt/trusted.gpg.d/*nvidia*; do
+  [ -e "$f" ] && echo "$f"
+done
+section toolkits
+for d in /usr/local/cuda-*; do
+  [ -d "$d" ] || continue
+  case "${d##*/cuda-}" in *[!0-9.]*) continue ;; esac
+  printf 'dir %s\n' "$d"
+  if [ -x "$d/bin/nvcc" ]; then
+    printf 'nvcc %s %s\n' "$d" "$("$d/bin/nvcc" --version 2>/dev/null | grep -o 'V[0-9][0-9.]*' | head -n 1)"
+  fi
+done
+section cuda-alternative
+[ -e /usr/local/cuda ] && readlink -f /usr/local/cuda
+section cudnn
+for f in /usr/include/cudnn_version.h /usr/include/x86_64-linux-gnu/cudnn_version.h \
+         /usr/include/aarch64-linux-gnu/cudnn_version.h /usr/local/cuda/include/cudnn_version.h; do
+  [ -r "$f" ] && grep -E '^#define CUDNN_(MAJOR|MINOR|PATCHLEVEL) ' "$f" && break
+done
+section nccl
+for f in /usr/include/nccl.h /usr/include/x86_64-linux-gnu/nccl.h /usr/local/cuda/include/nccl.h; do
+  [ -r "$f" ] && grep -E '^#define NCCL_(MAJOR|MINOR|PATCH) ' "$f" && break
+done
+section conda
+for p in $conda_prefixes; do
+  [ -x "$p/bin/conda" ] || continue
+  printf 'prefix %s\n' "$p"
+  for m in "$p"/conda-meta/conda-[0-9]*.json; do [ -e "$m" ] && printf 'version %s\n' "${m##*/}"; done
+  for e in "$p" "$p"/envs/*; do
+    [ -d "$e/conda-meta" ] || continue
+    printf 'env %s\n' "$e"
+    for m in "$e"/conda-meta/python-[0-9]*.json "$e"/conda-meta/pytorch-[0-9]*.json \
+             "$e"/conda-meta/tensorflow-[0-9]*.json; do
+      [ -e "$m" ] && printf 'meta %s\n' "${m##*/}"
+    done
+    for m in "$e"/lib/python*/site-packages/torch-*.dist-info \
+             "$e"/lib/python*/site-packages/tensorflow-*.dist-info; do
+      [ -e "$m" ] && printf 'dist %s\n' "${m##*/}"
+    done
+  done
+done
+section dpkg-lock
+for l in /var/lib/dpkg/lock-frontend /var/lib/dpkg/lock; do
+  [ -e "$l" ] || continue
+  ino=$(stat -c %i "$l" 2>/dev/null) || continue
+  # /proc/locks names the holder without needing root (fuser would)
+  while read -r _n _k _a _m pid id _rest; do
+    case "$id" in
+      *:"$ino") printf '%s %s %s\n' "$l" "$pid" "$(cat "/proc/$pid/comm" 2>/dev/null)" ;;
+    esac
+  done < /proc/locks
+done
+section dpkg-audit
+[ -d /var/lib/dpkg/updates ] && ls -A /var/lib/dpkg/updates 2>/dev/null | head -n 5 | sed 's/^/updates /'
+have dpkg && dpkg --audit 2>/dev/null | head -n 20 | sed 's/^/audit /'
+section files
+printf '%s\n' "$files" | while IFS= read -r f; do
+  [ -n "$f" ] || continue
+  if [ -r "$f" ]; then
+    printf '%s\t%s\n' "$(sha256sum < "$f" | cut -d' ' -f1)" "$f"
+  elif [ -e "$f" ]; then
+    printf 'unreadable\t%s\n' "$f"
+  else
+    printf 'absent\t%s\n' "$f"
+  fi
+done
+section end
