@@ -1,0 +1,74 @@
+"""The terminal UI. Importing this package is cheap; Textual loads in `run_tui`/`run_top`."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpunode.events import Bus, Event
+    from gpunode.monitor.board import Board
+
+
+def run_tui(
+    events: Bus | Iterable[Event] | None = None,
+    *,
+    hosts: Sequence[str] = (),
+    work: Callable[[], Any] | None = None,
+    on_retry: Callable[[list[str]], None] | None = None,
+    board: Board | None = None,
+    title: str = "gpunode apply",
+) -> int:
+    """Show a run full-screen until the user quits; returns the run's exit code.
+
+    events: a Bus to subscribe to (events from any thread), or an iterable of
+        events consumed on a background thread (e.g. a recorded run).
+    hosts: the hosts to show as waiting before the first event.
+    work: started on a daemon thread once the app is up (it should emit to the Bus).
+    on_retry: called with the failed+unreachable host names when the user presses `r`;
+        it must return quickly and run the work on its own thread, emitting events.
+    board: a monitor Board (with its Sampler already started) for the GPUs tab.
+    Returns RunFinished.exit_code, 0 if the run never finished and was not running,
+    or 130 if the user quit while the run was in progress.
+    """
+    from gpunode.events import Bus
+    from gpunode.tui.app import GpunodeApp
+
+    app = GpunodeApp(mode="run", hosts=hosts, board=board, on_retry=on_retry, title=title)
+    if isinstance(events, Bus):
+        events.subscribe(app.post_event)
+    elif events is not None:
+        source = events
+
+        def replay() -> None:
+            for e in source:
+                app.post_event(e)
+
+        work_before = work
+
+        def both() -> None:
+            replay()
+            if work_before is not None:
+                work_before()
+
+        work = both
+
+    if work is not None:
+        job = work
+
+        def start() -> None:
+            threading.Thread(target=job, name="gpunode-run", daemon=True).start()
+
+        app.call_after_refresh(start)
+    code = app.run()
+    return int(code) if code is not None else 0
+
+
+def run_top(board: Board, *, title: str = "gpunode top", interval: float = 0.5) -> int:
+    """The GPU view alone, reading `board` (fed by a started Sampler) until `q`."""
+    from gpunode.tui.app import GpunodeApp
+
+    app = GpunodeApp(mode="top", board=board, title=title, gpu_interval=interval)
+    code = app.run()
+    return int(code) if code is not None else 0

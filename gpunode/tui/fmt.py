@@ -1,0 +1,76 @@
+"""Small text renderings shared by the views (pure functions, no Textual)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+SPARKS = "▁▂▃▄▅▆▇█"
+
+# status -> (mark, Rich style)
+MARKS: dict[str, tuple[str, str]] = {
+    "waiting": ("·", "dim"),
+    "connecting": ("…", "cyan"),
+    "gathering": ("…", "cyan"),
+    "planning": ("◌", "cyan"),
+    "applying": ("▶", "bold cyan"),
+    "rebooting": ("↻", "bold magenta"),
+    "smoke": ("◆", "cyan"),
+    "ok": ("✔", "green"),
+    "changed": ("✚", "yellow"),
+    "failed": ("✘", "bold red"),
+    "unreachable": ("⊘", "bold red"),
+    "skipped": ("–", "dim"),
+    # monitor links
+    "live": ("●", "green"),
+    "stale": ("◌", "yellow"),
+    "down": ("⊘", "red"),
+    # smoke statuses
+    "pass": ("✔", "green"),
+    "warn": ("!", "yellow"),
+    "fail": ("✘", "bold red"),
+    "skip": ("–", "dim"),
+}
+
+
+def mark(status: str) -> tuple[str, str]:
+    return MARKS.get(status, ("?", ""))
+
+
+def sparkline(values: Sequence[float], width: int, top: float = 100.0) -> str:
+    """The last `width` values as block characters, 0..top."""
+    tail = list(values)[-width:]
+    out = []
+    for v in tail:
+        frac = 0.0 if top <= 0 else min(max(v / top, 0.0), 1.0)
+        out.append(SPARKS[min(int(frac * len(SPARKS)), len(SPARKS) - 1)])
+    return "".join(out).rjust(width)
+
+
+def bar(done: int, total: int, width: int = 12) -> str:
+    if total <= 0:
+        return " " * width
+    filled = round(width * min(done, total) / total)
+    return "█" * filled + "░" * (width - filled)
+
+
+def elapsed(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    s = int(seconds)
+    if s < 3600:
+        return f"{s // 60:d}:{s % 60:02d}"
+    return f"{s // 3600:d}h{(s % 3600) // 60:02d}m"
+
+
+def num(v: float | int | None, fmt: str = "{:.0f}", none: str = "-") -> str:
+    return none if v is None else fmt.format(v)
+
+
+def gib(mib: int | float | None) -> str:
+    return "-" if mib is None else f"{mib / 1024:.1f}"
+
+
+def pct(part: float | None, whole: float | None) -> float | None:
+    if part is None or not whole:
+        return None
+    return 100.0 * part / whole

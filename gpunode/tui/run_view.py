@@ -1,0 +1,215 @@
+"""Run view: one row per host advancing live, the selected host's plan, diff and output."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from rich.markup import escape
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import DataTable, Log, Static
+
+from gpunode.tui.filtering import matches
+from gpunode.tui.fmt import bar, elapsed, mark
+from gpunode.tui.runstate import HostRun, RunState, change_title
+from gpunode.tui.tablesync import Cell, TableSync
+
+COLUMNS = (
+    ("", 1),
+    ("host", 16),
+    ("status", 11),
+    ("step", 34),
+    ("progress", 18),
+    ("ok", 3),
+    ("chg", 3),
+    ("fail", 4),
+    ("time", 6),
+)
+
+
+def host_cells(h: HostRun, now: float) -> list[Cell]:
+    m, style = mark(h.status)
+    step = h.step or (h.message if h.final else h.detail)
+    progress = f"{bar(h.done, h.total)} {h.done}/{h.total}" if h.total else ""
+    return [
+        Text(m, style=style),
+        h.name,
+        Text(h.status, style=style),
+        Text(step, style="red" if h.status in ("failed", "unreachable") else ""),
+        progress,
+        Text(str(h.ok), justify="right"),
+        Text(str(h.changed), justify="right", style="yellow" if h.changed else ""),
+        Text(str(h.failed), justify="right", style="bold red" if h.failed else ""),
+        Text(elapsed(h.elapsed(now)), justify="right"),
+    ]
+
+
+def plan_markup(h: HostRun) -> str:
+    lines = [f"[b]{escape(h.name)}[/b]  {escape(h.status)}  {escape(h.detail)}"]
+    if h.message:
+        lines.append(f"[red]{escape(h.message)}[/red]")
+    if h.refused:
+        lines.append(f"[red]refused: {escape(h.refused)}[/red]")
+    if h.plan:
+        lines.append(f"[b]Plan[/b] ({len(h.plan)} change{'s' if len(h.plan) != 1 else ''})")
+        for i, change in enumerate(h.plan):
+            done = "✔" if i < h.done else ("▶" if i == h.done and h.status == "applying" else "·")
+            lines.append(f" {done} {escape(change_title(change))}")
+    elif h.status not in ("waiting", "connecting", "gathering"):
+        lines.append("[dim]no changes planned[/dim]")
+    for title, diff in h.diffs:
+        lines.append(f"[b]Diff[/b] {escape(title)}")
+        for dl in diff.splitlines():
+            style = "green" if dl.startswith("+") else "red" if dl.startswith("-") else "dim"
+            lines.append(f"[{style}]{escape(dl)}[/{style}]")
+    return "\n".join(lines)
+
+
+def recap_markup(state: RunState) -> str:
+    counts: dict[str, int] = {}
+    for h in state.hosts.values():
+        counts[h.status] = counts.get(h.status, 0) + 1
+    summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    took = elapsed(state.seconds) if state.seconds is not None else ""
+    lines = [f"[b]Recap[/b]  exit {state.exit_code}  ·  {took}  ·  {summary}"]
+    for name, status, ok, changed, failed, message in state.recap():
+        m, style = mark(status)
+        extra = f"  [dim]{escape(message)}[/dim]" if message and status != "ok" else ""
+        lines.append(
+            f" [{style}]{m} {escape(name):<16} {status:<11}[/]"
+            f" ok={ok:<3} changed={changed:<3} failed={failed:<3}{extra}"
+        )
+    return "\n".join(lines)
+
+
+class RunView(Vertical):
+    def __init__(
+        self,
+        state: RunState,
+        *,
+        clock: Callable[[], float] = time.time,
+        id: str | None = None,
+    ) -> None:
+        super().__init__(id=id)
+        self.state = state
+        self.clock = clock
+        self.filter = ""
+        self.selected: str | None = None
+        self._seen = 0
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="run-head")
+        yield DataTable(id="run-table", cursor_type="row")
+        with Horizontal(id="run-detail"):
+            with VerticalScroll(id="run-plan-scroll"):
+                yield Static(id="run-plan")
+            yield Log(id="run-output", max_lines=5000)
+        yield Static(id="run-recap")
+
+    def on_mount(self) -> None:
+        self._table: DataTable[Any] = self.query_one("#run-table", DataTable)
+        self._sync = TableSync(self._table, COLUMNS)
+        self._output = self.query_one("#run-output", Log)
+        self.query_one("#run-recap").display = False
+        self.rebuild()
+
+    # -- updates (called by the app after it applied events) ------------------------------
+
+    def rebuild(self) -> None:
+        now = self.clock()
+        rows = [
+            (h.name, host_cells(h, now))
+            for h in self.state.hosts.values()
+            if matches(h.name, self.filter)
+        ]
+        self._sync.sync(rows, follow=self.selected)
+        if self.selected is None or self.selected not in self._sync.ids:
+            self._select(self._sync.current_id())
+        self._update_head()
+
+    def update_hosts(self, names: set[str]) -> None:
+        if not names:
+            return
+        now = self.clock()
+        for name in names:
+            if name not in self._sync.ids:
+                if name in self.state.hosts and matches(name, self.filter):
+                    self.rebuild()  # a host we had not seen: rebuild once
+                    return
+                continue
+            pos = self._sync.ids.index(name)
+            cells = host_cells(self.state.hosts[name], now)
+            self._sync.sync_row(pos, cells)
+        if self.selected in names:
+            self.query_one("#run-plan", Static).update(plan_markup(self.state.hosts[self.selected]))
+        self._update_head()
+
+    def tick(self) -> None:
+        """Once a second: elapsed times of hosts still at work."""
+        now = self.clock()
+        for pos, name in enumerate(self._sync.ids):
+            h = self.state.hosts[name]
+            if h.started is not None and not h.final:
+                self._sync.sync_row(pos, host_cells(h, now))
+
+    def sync_output(self) -> None:
+        """Write the selected host's new output lines (live, as they arrive)."""
+        h = self.state.hosts.get(self.selected or "")
+        if h is None:
+            return
+        lines = h.lines_since(self._seen)
+        if lines:
+            self._output.write_lines(lines)
+        self._seen = h.lines_total
+
+    def show_recap(self) -> None:
+        recap = self.query_one("#run-recap", Static)
+        if self.state.running or self.state.exit_code is None:
+            recap.display = False
+            return
+        recap.update(recap_markup(self.state))
+        recap.display = True
+
+    def _update_head(self) -> None:
+        s = self.state
+        n = len(s.hosts)
+        final = sum(1 for h in s.hosts.values() if h.final)
+        verb = "running" if s.running else ("finished" if s.exit_code is not None else "waiting")
+        head = f"[b]{escape(s.command or 'run')}[/b]  {verb}  ·  {final}/{n} hosts done"
+        if self.filter:
+            head += f"  ·  filter: {escape(self.filter)}"
+        self.query_one("#run-head", Static).update(head)
+
+    # -- selection -----------------------------------------------------------------------
+
+    def _select(self, name: str | None) -> None:
+        if name == self.selected and name is not None:
+            return
+        self.selected = name
+        self._output.clear()
+        self._seen = 0
+        plan = self.query_one("#run-plan", Static)
+        if name is None or name not in self.state.hosts:
+            plan.update("")
+            return
+        h = self.state.hosts[name]
+        plan.update(plan_markup(h))
+        self.sync_output()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id == "run-table":
+            self._select(self._sync.current_id())
+
+    def set_filter(self, text: str) -> None:
+        self.filter = text
+        self.rebuild()
+
+    def rows(self) -> list[str]:
+        return list(self._sync.ids)
+
+    def cell_text(self, host: str, col: int) -> str:
+        value: Any = self._table.get_cell(f"r{self._sync.ids.index(host)}", f"c{col}")
+        return value.plain if isinstance(value, Text) else str(value)

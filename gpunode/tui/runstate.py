@@ -1,0 +1,202 @@
+"""The run as the views see it, rebuilt from events alone (no Textual here).
+
+`RunState.apply(event)` returns the host whose row changed ("" for run-wide
+changes), so a view redraws only what moved.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpunode import events as ev
+
+OUTPUT_LINES = 2000
+FINAL = frozenset({"ok", "changed", "failed", "unreachable", "skipped"})
+
+
+@dataclass
+class HostRun:
+    name: str
+    status: str = "waiting"
+    detail: str = ""
+    step: str = ""
+    total: int = 0
+    done: int = 0
+    ok: int = 0
+    changed: int = 0
+    failed: int = 0
+    started: float | None = None
+    finished: float | None = None
+    plan: list[dict[str, Any]] = field(default_factory=list)
+    refused: str | None = None
+    diffs: list[tuple[str, str]] = field(default_factory=list)
+    output: deque[str] = field(default_factory=lambda: deque(maxlen=OUTPUT_LINES))
+    partial: str = ""  # output after the last newline
+    lines_total: int = 0  # lines ever added (the deque forgets old ones)
+    message: str = ""
+    smoke: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def final(self) -> bool:
+        return self.status in FINAL
+
+    def elapsed(self, now: float) -> float | None:
+        if self.started is None:
+            return None
+        return (self.finished if self.finished is not None else now) - self.started
+
+    def output_lines(self) -> list[str]:
+        lines = list(self.output)
+        if self.partial:
+            lines.append(self.partial)
+        return lines
+
+    def add_line(self, line: str) -> None:
+        self.output.append(line)
+        self.lines_total += 1
+
+    def add_output(self, text: str) -> None:
+        """Append a chunk of output, split anywhere; \r-only progress keeps its last state."""
+        *done, self.partial = (self.partial + text).split("\n")
+        for line in done:
+            self.add_line(line.rstrip("\r").rsplit("\r", 1)[-1])
+
+    def lines_since(self, seen: int) -> list[str]:
+        """Lines added after the first `seen` (as many as are still kept)."""
+        new = self.lines_total - seen
+        if new <= 0:
+            return []
+        return list(self.output)[-new:]
+
+
+def change_title(change: dict[str, Any]) -> str:
+    for key in ("title", "summary", "description", "name"):
+        v = change.get(key)
+        if isinstance(v, str) and v:
+            return v
+    return ", ".join(f"{k}={v}" for k, v in change.items())
+
+
+class RunState:
+    def __init__(self, hosts: Iterable[str] = (), clock: Callable[[], float] = time.time) -> None:
+        self.hosts: dict[str, HostRun] = {h: HostRun(h) for h in hosts}
+        self.clock = clock
+        self.command = ""
+        self.running = False
+        self.started: float | None = None
+        self.seconds: float | None = None
+        self.exit_code: int | None = None
+
+    def host(self, name: str) -> HostRun:
+        h = self.hosts.get(name)
+        if h is None:
+            h = self.hosts[name] = HostRun(name)
+        return h
+
+    def retry(self, names: Iterable[str]) -> None:
+        """Hosts about to run again start from a clean row."""
+        for n in names:
+            old = self.host(n)
+            self.hosts[n] = HostRun(n, smoke={})
+            del old
+        self.running = True
+        self.exit_code = None
+
+    def retryable(self) -> list[str]:
+        return [h.name for h in self.hosts.values() if h.status in ("failed", "unreachable")]
+
+    def _begin(self, h: HostRun, ts: float) -> None:
+        if h.started is None:
+            h.started = ts
+
+    def apply(self, e: ev.Event) -> str | None:
+        if isinstance(e, ev.RunStarted):
+            self.command = e.command
+            self.running = True
+            self.started = self.started or e.ts
+            self.exit_code = None
+            for n in e.hosts:
+                self.host(n)
+            return ""
+        if isinstance(e, ev.RunFinished):
+            self.running = False
+            self.exit_code = e.exit_code
+            self.seconds = e.seconds
+            return ""
+        if not e.host:
+            return None
+        h = self.host(e.host)
+        if isinstance(e, ev.HostStatusChanged):
+            h.status, h.detail = e.status, e.detail
+            if e.status != "waiting":
+                self._begin(h, e.ts)
+            if e.status in FINAL:
+                h.finished = e.ts
+        elif isinstance(e, ev.HostConnecting):
+            self._begin(h, e.ts)
+            h.status, h.detail = "connecting", e.target
+        elif isinstance(e, ev.HostConnected):
+            h.detail = f"connected in {e.seconds:.1f}s"
+        elif isinstance(e, ev.HostUnreachable):
+            self._begin(h, e.ts)
+            h.status, h.message, h.step, h.finished = "unreachable", e.reason, "", e.ts
+        elif isinstance(e, ev.FactsGathered):
+            h.detail = f"facts in {e.seconds:.1f}s"
+        elif isinstance(e, ev.PlanReady):
+            h.plan = list(e.changes)
+            h.total = len(e.changes)
+            h.refused = e.refused
+            if e.refused:
+                h.message = e.refused
+        elif isinstance(e, ev.ChangeStarted):
+            self._begin(h, e.ts)
+            if h.status not in ("rebooting",):
+                h.status = "applying"
+            h.total = max(h.total, e.total)
+            h.step = f"[{e.index + 1}/{e.total}] {e.title}"
+            if h.partial:
+                h.add_output("\n")
+            h.add_line(f"── {h.step}")
+        elif isinstance(e, ev.CommandOutput):
+            h.add_output(e.text)
+        elif isinstance(e, ev.ChangeFinished):
+            h.done += 1
+            if e.status == "ok":
+                h.ok += 1
+            elif e.status == "changed":
+                h.changed += 1
+            elif e.status == "failed":
+                h.failed += 1
+                h.message = e.message
+            if e.diff:
+                h.diffs.append((e.title, e.diff))
+        elif isinstance(e, ev.RebootStarted):
+            h.status, h.step = "rebooting", f"reboot: {e.reason}"
+        elif isinstance(e, ev.RebootFinished):
+            h.status, h.step = "applying", f"rebooted in {e.seconds:.0f}s"
+        elif isinstance(e, ev.SmokeResult):
+            name = str(e.result.get("name", "?"))
+            h.smoke[name] = dict(e.result)
+            if not h.final:
+                h.status, h.step = "smoke", f"smoke: {name}"
+        elif isinstance(e, ev.HostFinished):
+            h.status = e.status
+            h.ok, h.changed, h.failed = e.ok, e.changed, e.failed
+            h.finished = e.ts
+            self._begin(h, e.ts - e.seconds)
+            h.step = ""
+            if e.message:
+                h.message = e.message
+        else:
+            return None
+        return h.name
+
+    def recap(self) -> list[tuple[str, str, int, int, int, str]]:
+        """(host, status, ok, changed, failed, message) for every host."""
+        return [
+            (h.name, h.status, h.ok, h.changed, h.failed, h.message) for h in self.hosts.values()
+        ]

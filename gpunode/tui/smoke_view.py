@@ -1,0 +1,98 @@
+"""Smoke view: per host and test, pass/warn/fail/skip, measured value against expected."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.markup import escape
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import DataTable, Static
+
+from gpunode.tui.filtering import matches
+from gpunode.tui.fmt import mark
+from gpunode.tui.runstate import RunState
+from gpunode.tui.tablesync import Cell, TableSync
+
+COLUMNS = (
+    ("", 1),
+    ("host", 16),
+    ("test", 16),
+    ("status", 6),
+    ("measured", 16),
+    ("expected", 16),
+    ("time", 6),
+    ("reason", 48),
+)
+
+
+def _value(v: Any, unit: str) -> str:
+    if v is None or v == "":
+        return ""
+    if isinstance(v, float):
+        v = f"{v:.4g}"
+    return f"{v} {unit}".strip()
+
+
+def smoke_cells(host: str, result: dict[str, Any]) -> list[Cell]:
+    status = str(result.get("status", "?"))
+    m, style = mark(status)
+    unit = str(result.get("unit") or "")
+    secs = result.get("seconds")
+    return [
+        Text(m, style=style),
+        host,
+        str(result.get("name", "?")),
+        Text(status, style=style),
+        Text(_value(result.get("value"), unit), justify="right"),
+        Text(_value(result.get("expected"), unit), justify="right", style="dim"),
+        Text(f"{secs:.1f}s" if isinstance(secs, int | float) else "", justify="right"),
+        Text(str(result.get("reason") or ""), style="dim" if status == "pass" else style),
+    ]
+
+
+class SmokeView(Vertical):
+    def __init__(self, state: RunState, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.state = state
+        self.filter = ""
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="smoke-head")
+        yield DataTable(id="smoke-table", cursor_type="row", zebra_stripes=True)
+
+    def on_mount(self) -> None:
+        self._table: DataTable[Any] = self.query_one("#smoke-table", DataTable)
+        self._sync = TableSync(self._table, COLUMNS)
+        self.rebuild()
+
+    def rebuild(self) -> None:
+        rows: list[tuple[str, list[Cell]]] = []
+        counts: dict[str, int] = {}
+        for h in self.state.hosts.values():
+            if not matches(h.name, self.filter):
+                continue
+            for name, result in h.smoke.items():
+                rows.append((f"{h.name}/{name}", smoke_cells(h.name, result)))
+                st = str(result.get("status", "?"))
+                counts[st] = counts.get(st, 0) + 1
+        self._sync.sync(rows)
+        summary = "  ".join(
+            f"[{mark(s)[1]}]{mark(s)[0]} {n} {escape(s)}[/]" for s, n in sorted(counts.items())
+        )
+        head = f"[b]Smoke tests[/b]  {summary or '[dim]no results yet[/dim]'}"
+        if self.filter:
+            head += f"  ·  filter: {escape(self.filter)}"
+        self.query_one("#smoke-head", Static).update(head)
+
+    def set_filter(self, text: str) -> None:
+        self.filter = text
+        self.rebuild()
+
+    def rows(self) -> list[str]:
+        return list(self._sync.ids)
+
+    def cell_text(self, row_id: str, col: int) -> str:
+        value: Any = self._table.get_cell(f"r{self._sync.ids.index(row_id)}", f"c{col}")
+        return value.plain if isinstance(value, Text) else str(value)

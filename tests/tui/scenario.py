@@ -1,0 +1,133 @@
+"""Deterministic events and samples for the TUI tests and snapshots."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpunode import events as ev
+from gpunode.monitor import Board, GpuProcess, GpuSample
+
+T0 = 1_700_000_000.0
+HOSTS = ("gpu-a", "gpu-b", "gpu-c", "gpu-d")
+
+
+def clock() -> float:
+    return T0 + 95.0
+
+
+def run_events() -> list[ev.Event]:
+    """gpu-a converged with changes, gpu-b mid-apply (streaming apt), gpu-c unreachable,
+    gpu-d rebooting."""
+    plan = (
+        {"title": "apt repository: NVIDIA CUDA (ubuntu2404)"},
+        {"title": "nvidia-driver-580-open 580.159.04"},
+        {"title": "cuda-toolkit-13-0"},
+        {"title": "/etc/profile.d/cuda.sh"},
+    )
+    e: list[ev.Event] = [
+        ev.RunStarted("", command="apply lab.yaml", hosts=HOSTS, ts=T0),
+    ]
+    for i, h in enumerate(HOSTS):
+        e.append(ev.HostConnecting(h, target=f"ubuntu@127.0.0.{i + 2}", ts=T0 + 1))
+    e += [
+        ev.HostUnreachable("gpu-c", reason="connection refused (127.0.0.4:22)", ts=T0 + 3),
+        ev.HostConnected("gpu-a", target="x", seconds=0.4, ts=T0 + 2),
+        ev.HostStatusChanged("gpu-a", status="planning", ts=T0 + 3),
+        ev.PlanReady("gpu-a", changes=plan[2:], ts=T0 + 4),
+        ev.ChangeStarted("gpu-a", index=0, total=2, title=plan[2]["title"], ts=T0 + 5),
+        ev.ChangeFinished("gpu-a", index=0, title=plan[2]["title"], status="changed",
+                          seconds=40.0, ts=T0 + 45),
+        ev.ChangeStarted("gpu-a", index=1, total=2, title=plan[3]["title"], ts=T0 + 45),
+        ev.ChangeFinished("gpu-a", index=1, title=plan[3]["title"], status="changed",
+                          seconds=0.1, diff="--- /etc/profile.d/cuda.sh\n+++ new\n"
+                          "+export PATH=/usr/local/cuda/bin:$PATH", ts=T0 + 46),
+        ev.HostFinished("gpu-a", status="changed", ok=0, changed=2, seconds=45.0, ts=T0 + 46),
+        ev.PlanReady("gpu-b", changes=plan, ts=T0 + 4),
+        ev.ChangeStarted("gpu-b", index=0, total=4, title=plan[0]["title"], ts=T0 + 5),
+        ev.ChangeFinished("gpu-b", index=0, title=plan[0]["title"], status="changed",
+                          seconds=3.0, ts=T0 + 8),
+        ev.ChangeStarted("gpu-b", index=1, total=4, title=plan[1]["title"], ts=T0 + 8),
+        ev.CommandOutput("gpu-b", index=1, stream="stdout",
+                         text="Reading package lists... Done\nBuilding dependency tree... Done\n",
+                         ts=T0 + 9),
+        ev.CommandOutput("gpu-b", index=1, stream="stdout",
+                         text="Unpacking nvidia-driver-580-open (580.159.04-0ubuntu1) ...\n",
+                         ts=T0 + 10),
+        ev.PlanReady("gpu-d", changes=plan[1:2], ts=T0 + 4),
+        ev.ChangeStarted("gpu-d", index=0, total=1, title=plan[1]["title"], ts=T0 + 5),
+        ev.ChangeFinished("gpu-d", index=0, title=plan[1]["title"], status="changed",
+                          seconds=30.0, ts=T0 + 35),
+        ev.RebootStarted("gpu-d", reason="load nvidia 580.159.04", ts=T0 + 36),
+    ]  # fmt: skip
+    return e
+
+
+def finish_events() -> list[ev.Event]:
+    return [
+        ev.RebootFinished("gpu-d", seconds=42.0, boot_id="b2", ts=T0 + 78),
+        ev.HostFinished("gpu-d", status="changed", changed=1, seconds=77.0, ts=T0 + 80),
+        ev.ChangeFinished("gpu-b", index=1, title="nvidia-driver-580-open 580.159.04",
+                          status="failed", seconds=50.0, message="dpkg: error processing",
+                          ts=T0 + 60),
+        ev.HostFinished("gpu-b", status="failed", changed=1, failed=1, seconds=59.0,
+                        message="dpkg: error processing", ts=T0 + 60),
+        ev.HostFinished("gpu-c", status="unreachable", seconds=2.0,
+                        message="connection refused (127.0.0.4:22)", ts=T0 + 3),
+        ev.RunFinished("", exit_code=2, seconds=80.0, ts=T0 + 80),
+    ]  # fmt: skip
+
+
+def smoke_events() -> list[ev.Event]:
+    def r(
+        host: str,
+        name: str,
+        status: str,
+        value: object,
+        expected: object,
+        unit: str,
+        reason: str = "",
+        seconds: float = 1.0,
+    ) -> ev.SmokeResult:
+        return ev.SmokeResult(host, result={
+            "name": name, "status": status, "reason": reason, "value": value,
+            "expected": expected, "unit": unit, "seconds": seconds, "env": None,
+        }, ts=T0 + 90)  # fmt: skip
+
+    return [
+        r("gpu-a", "nvidia-smi", "pass", 8, 8, "GPUs", seconds=0.4),
+        r("gpu-a", "cuda-vectoradd", "pass", "ok", "ok", "", seconds=1.2),
+        r("gpu-a", "torch-matmul", "warn", 412.5, ">= 500", "TFLOP/s", "below expected", 6.1),
+        r("gpu-a", "nccl-allreduce", "fail", 12.0, ">= 100", "GB/s", "busbw too low", 9.9),
+        r("gpu-d", "nvidia-smi", "pass", 8, 8, "GPUs", seconds=0.5),
+        r("gpu-d", "tensorflow", "skip", None, None, "", "no tensorflow env", 0.0),
+    ]
+
+
+def samples(host: str, n: int, tick: int, ts: float) -> list[GpuSample]:
+    out = []
+    for i in range(n):
+        util = float((tick * 7 + i * 13 + len(host) * 5) % 101)
+        out.append(
+            GpuSample(host=host, index=i, name="NVIDIA H200",
+                      uuid=f"GPU-{host}-{i}", util=util, mem_used=1024 * (i + 1) + tick,
+                      mem_total=143771, temp=35.0 + util / 4, power_draw=83.46 + util * 6,
+                      power_limit=700.0, sm_clock=1980 if util > 5 else 345, ts=ts)
+        )  # fmt: skip
+    return out
+
+
+def board(hosts: Sequence[str] = HOSTS, gpus: int = 8, ticks: int = 30) -> Board:
+    """A board with `ticks` seconds of history; gpu-c went quiet after the first half."""
+    b = Board(hosts, clock=clock, stale_after=5.0)
+    for t in range(ticks):
+        ts = T0 + 65 + t
+        for h in hosts:
+            if h == "gpu-c" and t >= ticks // 2:
+                continue
+            b.add_samples(h, samples(h, gpus, t, ts))
+    b.set_status("gpu-c", "stale", "nvidia-smi ended: exit 255; retry in 4s")
+    b.set_processes("gpu-a", [
+        GpuProcess("gpu-a", 0, 4242, "alice", 40960, "python train.py --model llama"),
+        GpuProcess("gpu-a", 3, 5151, "bob", 2048, "python eval.py"),
+    ])  # fmt: skip
+    return b

@@ -1,0 +1,166 @@
+"""The run view, driven only by events, under Textual's Pilot."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+
+from textual.pilot import Pilot
+from textual.widgets import Log
+
+from gpunode import events as ev
+from gpunode.tui.app import GpunodeApp
+from gpunode.tui.run_view import RunView
+from tests.tui import scenario as sc
+
+STATUS, STEP, PROGRESS, OK, CHG, FAIL, TIME = 2, 3, 4, 5, 6, 7, 8
+
+
+async def feed(app: GpunodeApp, pilot: Pilot[int], events: Iterable[ev.Event]) -> None:
+    for e in events:
+        app.post_event(e)
+    while app._inbox:
+        await pilot.pause(0.05)
+    await pilot.pause()
+
+
+def make_app(**kw: object) -> GpunodeApp:
+    return GpunodeApp(hosts=sc.HOSTS, clock=sc.clock, **kw)  # type: ignore[arg-type]
+
+
+async def test_rows_follow_events() -> None:
+    app = make_app()
+    async with app.run_test(size=(150, 45)) as pilot:
+        view = app.query_one(RunView)
+        assert view.rows() == list(sc.HOSTS)
+        assert all(view.cell_text(h, STATUS) == "waiting" for h in sc.HOSTS)
+        await feed(app, pilot, sc.run_events())
+        status = {h: view.cell_text(h, STATUS) for h in sc.HOSTS}
+        assert status == {
+            "gpu-a": "changed",
+            "gpu-b": "applying",
+            "gpu-c": "unreachable",
+            "gpu-d": "rebooting",
+        }
+        assert view.cell_text("gpu-b", STEP) == "[2/4] nvidia-driver-580-open 580.159.04"
+        assert view.cell_text("gpu-b", PROGRESS).endswith(" 1/4")
+        assert view.cell_text("gpu-a", CHG) == "2" and view.cell_text("gpu-a", TIME) == "0:45"
+        assert view.cell_text("gpu-c", STEP).startswith("connection refused")
+        assert view.cell_text("gpu-d", STEP) == "reboot: load nvidia 580.159.04"
+        assert app.query_one("#run-recap").display is False
+
+        await feed(app, pilot, sc.finish_events())
+        assert view.cell_text("gpu-b", STATUS) == "failed"
+        assert view.cell_text("gpu-b", FAIL) == "1"
+        assert view.cell_text("gpu-d", STATUS) == "changed"
+        recap = app.query_one("#run-recap")
+        assert recap.display is True
+        text = str(recap.render())
+        assert "exit 2" in text and "gpu-b" in text and "failed=1" in text
+
+
+async def test_selected_host_shows_plan_diff_and_live_output() -> None:
+    app = make_app()
+    async with app.run_test(size=(150, 45)) as pilot:
+        await feed(app, pilot, sc.run_events())
+        view = app.query_one(RunView)
+        log = app.query_one("#run-output", Log)
+        assert view.selected == "gpu-a"
+        plan = str(app.query_one("#run-plan").render())
+        assert "cuda-toolkit-13-0" in plan and "+export PATH=/usr/local/cuda/bin:$PATH" in plan
+
+        await pilot.press("down")  # gpu-b: apt is running
+        assert view.selected == "gpu-b"
+        assert log.lines[-1] == "Unpacking nvidia-driver-580-open (580.159.04-0ubuntu1) ..."
+        # Output arriving now shows up while the command runs, split chunks included.
+        await feed(app, pilot, [
+            ev.CommandOutput("gpu-b", index=1, stream="stdout", text="Setting up nvidia-"),
+        ])  # fmt: skip
+        assert log.lines[-1].startswith("Unpacking")
+        await feed(app, pilot, [
+            ev.CommandOutput("gpu-b", index=1, stream="stdout", text="dkms ...\nDone\n"),
+        ])  # fmt: skip
+        assert log.lines[-2:] == ["Setting up nvidia-dkms ...", "Done"]
+        # Another host's output does not leak into the selected host's log.
+        await feed(app, pilot, [ev.CommandOutput("gpu-d", index=0, stream="stdout", text="x\n")])
+        assert "x" not in log.lines
+
+
+async def test_filter_hides_hosts_and_escape_clears_it() -> None:
+    app = make_app()
+    async with app.run_test(size=(150, 45)) as pilot:
+        await feed(app, pilot, sc.run_events())
+        view = app.query_one(RunView)
+        await pilot.press("slash", "b")
+        assert view.rows() == ["gpu-b"]
+        await pilot.press("backspace", *"*-[cd]")
+        assert view.rows() == ["gpu-c", "gpu-d"]
+        await pilot.press("enter")
+        assert view.rows() == ["gpu-c", "gpu-d"]  # enter keeps the filter
+        await pilot.press("slash", "escape")
+        assert view.rows() == list(sc.HOSTS)
+
+
+async def test_retry_calls_back_with_failed_and_unreachable_hosts() -> None:
+    asked: list[list[str]] = []
+    app = make_app(on_retry=asked.append)
+    async with app.run_test(size=(150, 45)) as pilot:
+        await feed(app, pilot, sc.run_events() + sc.finish_events())
+        await pilot.press("r")
+        assert asked == [["gpu-b", "gpu-c"]]
+        view = app.query_one(RunView)
+        assert view.cell_text("gpu-b", STATUS) == "waiting"
+        assert view.cell_text("gpu-a", STATUS) == "changed"
+        assert app.state.running and app.query_one("#run-recap").display is False
+        # The caller's new events drive the retried hosts again.
+        await feed(app, pilot, [
+            ev.HostFinished("gpu-b", status="ok", ok=4, seconds=3.0, ts=sc.T0 + 100),
+            ev.HostFinished("gpu-c", status="ok", ok=4, seconds=3.0, ts=sc.T0 + 100),
+            ev.RunFinished("", exit_code=0, seconds=5.0, ts=sc.T0 + 100),
+        ])  # fmt: skip
+        assert view.cell_text("gpu-b", STATUS) == "ok"
+        await pilot.press("r")
+        assert len(asked) == 1  # nothing left to retry
+
+
+async def test_quit_asks_while_running_and_not_after() -> None:
+    app = make_app()
+    async with app.run_test(size=(150, 45)) as pilot:
+        await feed(app, pilot, sc.run_events())
+        await pilot.press("q")
+        assert app.screen.__class__.__name__ == "ConfirmQuit"
+        await pilot.press("n")
+        assert app.screen.__class__.__name__ != "ConfirmQuit"
+        assert app.is_running
+        await pilot.press("q", "y")
+    assert app.return_value == 130
+
+    app = make_app()
+    async with app.run_test(size=(150, 45)) as pilot:
+        await feed(app, pilot, sc.run_events() + sc.finish_events())
+        await pilot.press("q")
+    assert app.return_value == 2  # the run's exit code
+
+
+async def test_help_lists_the_keys() -> None:
+    app = make_app()
+    async with app.run_test(size=(150, 45)) as pilot:
+        await pilot.press("question_mark")
+        assert app.screen.__class__.__name__ == "HelpScreen"
+        text = str(app.screen.query_one("#help-text").render())
+        assert "retry the failed and unreachable hosts" in text
+        await pilot.press("escape")
+        assert app.screen.__class__.__name__ != "HelpScreen"
+
+
+async def test_events_from_another_thread() -> None:
+    bus = ev.Bus()
+    app = make_app()
+    bus.subscribe(app.post_event)
+    async with app.run_test(size=(150, 45)) as pilot:
+        t = threading.Thread(target=lambda: [bus.emit(e) for e in sc.run_events()])
+        t.start()
+        t.join()
+        await feed(app, pilot, [])
+        assert app.query_one(RunView).cell_text("gpu-c", STATUS) == "unreachable"
+        assert app.events_applied == len(sc.run_events())
