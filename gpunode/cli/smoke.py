@@ -1,0 +1,81 @@
+"""`gpunode smoke`: run the GPU smoke suite on each host, in its own environments."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import click
+
+from gpunode.cli.common import inventory_argument, json_option, limit_option, load_selected
+
+# Kept here (not imported from the runner) so `gpunode smoke --help` stays light.
+TESTS = ("nvidia-smi", "cuda-vectoradd", "torch", "torch-matmul", "tensorflow", "nccl-allreduce")
+EXIT_FAILED = 2
+EXIT_UNREACHABLE = 4
+
+
+@click.command()
+@inventory_argument
+@limit_option
+@json_option
+@click.option(
+    "--only",
+    multiple=True,
+    type=click.Choice(TESTS),
+    metavar="NAME",
+    help=f"Run only this test (repeatable): {', '.join(TESTS)}.",
+)
+@click.option(
+    "--forks",
+    type=click.IntRange(min=1),
+    default=10,
+    show_default=True,
+    help="Hosts smoke-tested at once.",
+)
+@click.option(
+    "--python",
+    "pythons",
+    multiple=True,
+    metavar="PATH",
+    help="Another python on the hosts to run the framework tests in (repeatable); the system "
+    "python3 and each conda env with torch or tensorflow are found by themselves.",
+)
+def smoke(
+    inventory: str,
+    limit: str | None,
+    as_json: bool,
+    only: tuple[str, ...],
+    forks: int,
+    pythons: tuple[str, ...],
+) -> None:
+    """Run the GPU smoke tests on each host of INVENTORY: nvidia-smi, a vectorAdd built with
+    each CUDA toolkit, PyTorch (matmul TFLOP/s, copy bandwidth, cuDNN, a mixed-precision
+    step), TensorFlow, and an NCCL all-reduce; measurements are graded against the GPU
+    model's expected figures. Tests run on the host with its own pythons; nothing is installed.
+
+    Exit codes: 0 no test failed, 2 a test failed, 4 a host unreachable.
+    """
+    from gpunode.events import Bus, RunFinished, RunStarted
+    from gpunode.smoke.report import render
+    from gpunode.smoke.runner import smoke_hosts
+
+    start = time.monotonic()
+    _, hosts = load_selected(inventory, limit)
+    bus = Bus()
+    bus.emit(RunStarted("", command="smoke", hosts=tuple(h.name for h in hosts)))
+    results = smoke_hosts(hosts, bus, only=only, pythons=pythons, forks=forks)
+    code = 0
+    if any(r.unreachable is not None for r in results):
+        code = EXIT_UNREACHABLE
+    elif any(r.failed for r in results):
+        code = EXIT_FAILED
+    bus.emit(RunFinished("", exit_code=code, seconds=time.monotonic() - start))
+    if as_json:
+        click.echo(
+            json.dumps({"hosts": [r.to_json() for r in results], "exit_code": code}, indent=2)
+        )
+    else:
+        click.echo(render(results))
+    sys.exit(code)
