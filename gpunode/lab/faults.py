@@ -1,0 +1,277 @@
+"""Fault knobs: ways a lab host misbehaves, for the tests of everything built on the lab.
+
+Each knob's state is kept in the host's faults.json, so boot-time faults (refuse,
+stall, secure-boot, nouveau, disk-full, dpkg-lock) come back after a reboot.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import threading
+from typing import TYPE_CHECKING, Any
+
+from gpunode.lab import hostinit, netem, procs
+from gpunode.lab.standins import DPKG_LOCKER, SECURE_BOOT_VAR
+
+if TYPE_CHECKING:
+    from gpunode.lab.supervisor import Host, Supervisor
+
+KNOBS = {
+    "refuse": "connections are refused (sshd is stopped)",
+    "stall": "connections are accepted, then nothing is ever said",
+    "drop": "SSH sessions are cut after VALUE seconds (default 2)",
+    "latency": "every round trip takes VALUE more milliseconds (tc netem)",
+    "dpkg-lock": "another process holds /var/lib/dpkg/lock-frontend",
+    "disk-full": "/var/cache/apt/archives is a nearly full 8 MiB filesystem",
+    "secure-boot": "Secure Boot is enabled in the firmware",
+    "nouveau": "the nouveau kernel module is loaded",
+    "hold": "apt-mark hold VALUE in the host",
+    "bg-upgrade": "a background upgrade bumps the driver's user-space libraries (one-shot)",
+    "load": "GPU load pattern VALUE: idle, busy or wave",
+}
+LOAD_PATTERNS = ("idle", "busy", "wave")
+SYS_PATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def host_exec(
+    pid: int, argv: list[str], timeout: float = 300, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run a command as root inside a host: its namespaces, its root, a clean environment."""
+    return subprocess.run(
+        [
+            "nsenter",
+            "-t",
+            str(pid),
+            "-m",
+            "-u",
+            "-i",
+            "-p",
+            "-r",
+            "-w",
+            "--",
+            "/usr/bin/env",
+            "-i",
+            SYS_PATH,
+            "LANG=C.UTF-8",
+            "DEBIAN_FRONTEND=noninteractive",
+            *argv,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        input=input,
+        check=False,
+    )
+
+
+def _sh(pid: int, script: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return host_exec(pid, ["/bin/sh", "-c", script], timeout=timeout)
+
+
+class StallListener:
+    """Accepts TCP connections on the host's address and never says a word."""
+
+    def __init__(self, address: str, port: int) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((address, port))
+        self.sock.listen(128)
+        self.conns: list[socket.socket] = []
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.closed:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(conn)
+
+    def close(self) -> None:
+        self.closed = True
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+        for conn in self.conns:
+            conn.close()
+
+
+def sshd_pid(init_pid: int | None) -> int | None:
+    if init_pid is None:
+        return None
+    for pid in procs.children(init_pid):
+        if procs.comm(pid) == "sshd":
+            return pid
+    return None
+
+
+def drop_sessions(init_pid: int | None, after_s: float) -> None:
+    """Cut every SSH session of the host that is older than `after_s` seconds."""
+    master = sshd_pid(init_pid)
+    if master is None:
+        return
+    for pid in procs.children(master):
+        if procs.age_seconds(pid) >= after_s:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def start_dpkg_lock(pid: int) -> None:
+    script = f"setsid /usr/bin/python3 -c {shlex.quote(DPKG_LOCKER)} </dev/null >/dev/null 2>&1 &"
+    script += "\nfor i in $(seq 50); do [ -f /run/gpunode-lab-dpkg-lock.pid ] && exit 0; "
+    script += "sleep 0.1; done; exit 1"
+    out = _sh(pid, script)
+    if out.returncode != 0:
+        raise RuntimeError("the dpkg lock holder did not start")
+
+
+def _stop_dpkg_lock(pid: int) -> None:
+    _sh(pid, "f=/run/gpunode-lab-dpkg-lock.pid; [ -f $f ] && kill $(cat $f); rm -f $f; true")
+
+
+BG_UPGRADE_SH = r"""
+f=/usr/share/gpunode-lab/driver-version
+[ -f "$f" ] || { echo "no simulated driver is installed" >&2; exit 3; }
+read -r old flavor < "$f"
+pkgs=$(dpkg-query -W -f '${Package} ${Status}\n' 'libnvidia-compute-*' 2>/dev/null \
+       | awk '/ installed$/ {print $1}')
+if [ -n "$pkgs" ]; then
+    apt-get update -q >/dev/null 2>&1
+    apt-get install -y -q --only-upgrade $pkgs >/dev/null 2>&1
+fi
+read -r new flavor2 < "$f"
+if [ "$new" = "$old" ]; then
+    last=${old##*.}
+    new=${old%.*}.$(printf '%02d' $((10#$last + 1)))
+    echo "$new $flavor" > "$f"
+fi
+echo "$old -> $new"
+"""
+
+
+def _running(host: Host) -> int:
+    pid = host.init_pid
+    if pid is None or not host.ready():
+        raise RuntimeError(f"{host.name} is not up; try again once it has booted")
+    return pid
+
+
+def apply(sup: Supervisor, host: Host, knob: str, value: Any, off: bool) -> dict[str, Any]:
+    if knob not in KNOBS:
+        return {"ok": False, "error": f"unknown knob {knob!r}; knobs: {', '.join(KNOBS)}"}
+    f = dict(host.faults)
+    note = ""
+    if knob in ("refuse", "stall"):
+        if off:
+            f.pop(knob, None)
+            if knob == "stall" and host.stall is not None:
+                host.stall.close()
+                host.stall = None
+        else:
+            f[knob] = True
+        pid = host.init_pid
+        if pid is not None:
+            os.kill(pid, signal.SIGUSR1 if not ("refuse" in f or "stall" in f) else signal.SIGUSR2)
+        if knob == "stall" and not off and host.stall is None:
+            # sshd stops asynchronously: retry the bind briefly
+            for _ in range(50):
+                try:
+                    host.stall = StallListener(host.address, sup.cfg.port)
+                    break
+                except OSError:
+                    threading.Event().wait(0.05)
+            if host.stall is None:
+                return {"ok": False, "error": "could not take over the host's SSH port"}
+    elif knob == "drop":
+        if off:
+            f.pop("drop", None)
+        else:
+            f["drop"] = float(value) if value not in (None, "") else 2.0
+    elif knob == "latency":
+        if off:
+            f.pop("latency", None)
+            netem.clear_latency(host.address)
+            netem.remove_if_unused()
+        else:
+            ms = int(value)
+            netem.set_latency(host.address, ms)
+            f["latency"] = ms
+    elif knob == "dpkg-lock":
+        pid = _running(host)
+        if off:
+            _stop_dpkg_lock(pid)
+            f.pop(knob, None)
+        else:
+            if knob not in f:
+                start_dpkg_lock(pid)
+            f[knob] = True
+    elif knob == "disk-full":
+        pid = _running(host)
+        if off and knob in f:
+            _sh(pid, hostinit.DISK_FULL_OFF_SH)
+            f.pop(knob)
+        elif not off and knob not in f:
+            out = _sh(pid, hostinit.DISK_FULL_SH)
+            if out.returncode != 0:
+                return {"ok": False, "error": out.stderr.strip()}
+            f[knob] = True
+    elif knob == "secure-boot":
+        f.pop(knob, None) if off else f.__setitem__(knob, True)
+        pid = host.init_pid
+        if pid is not None:
+            var = f"/proc/{pid}/root/sys/firmware/efi/efivars/{SECURE_BOOT_VAR}"
+            with open(var, "wb") as fh:
+                fh.write(hostinit.secure_boot_bytes(not off))
+    elif knob == "nouveau":
+        f.pop(knob, None) if off else f.__setitem__(knob, True)
+        pid = host.init_pid
+        if pid is not None:
+            d = f"/proc/{pid}/root/sys/module/nouveau"
+            if off:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(f"{d}/initstate")
+                    os.rmdir(d)
+            else:
+                os.makedirs(d, exist_ok=True)
+                with open(f"{d}/initstate", "w") as fh:
+                    fh.write("live\n")
+    elif knob == "hold":
+        if not value:
+            return {"ok": False, "error": "hold needs a package name: fault HOST hold PACKAGE"}
+        out = host_exec(_running(host), ["apt-mark", "unhold" if off else "hold", str(value)])
+        if out.returncode != 0:
+            return {"ok": False, "error": (out.stderr or out.stdout).strip()}
+        held = [p for p in f.get("hold", []) if p != value]
+        if not off:
+            held.append(str(value))
+        f["hold"] = held
+        if not held:
+            f.pop("hold")
+    elif knob == "bg-upgrade":
+        if off:
+            return {"ok": True, "note": "bg-upgrade is one-shot; reboot the host to load it"}
+        out = _sh(_running(host), BG_UPGRADE_SH)
+        if out.returncode != 0:
+            return {"ok": False, "error": out.stderr.strip()}
+        note = out.stdout.strip()
+    elif knob == "load":
+        pattern = "idle" if off else str(value or "busy")
+        if pattern not in LOAD_PATTERNS:
+            return {"ok": False, "error": f"load pattern must be one of {', '.join(LOAD_PATTERNS)}"}
+        pid = _running(host)
+        path = f"/proc/{pid}/root/etc/gpunode-lab/load.json"
+        with open(path) as fh:
+            doc = json.load(fh)
+        doc["pattern"] = pattern
+        with open(path, "w") as fh:
+            fh.write(json.dumps(doc) + "\n")
+        note = f"load {pattern}"
+    host.set_faults(f)
+    return {"ok": True, "faults": f, "note": note}

@@ -1,0 +1,201 @@
+"""PID 1 of one lab host: builds the host's root, starts sshd, reaps orphans, ends on reboot.
+
+Runs inside fresh mount, PID, UTS and IPC namespaces (made by `unshare`), so every mount
+here is private to the host and disappears with it, and every process of the host dies
+when this one exits. Standard library only: it is run by path with `python -I`.
+
+Signals: SIGINT = reboot (exit 100), SIGTERM = power off (exit 101),
+SIGUSR1 = start sshd, SIGUSR2 = stop sshd (new connections are refused).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+EXIT_REBOOT = 100
+EXIT_POWEROFF = 101
+
+MS_NOSUID, MS_NODEV, MS_NOEXEC = 2, 4, 8
+MS_BIND, MS_REC = 4096, 16384
+
+DISK_FULL_SH = (
+    "mount -t tmpfs -o size=8m,mode=755 gpunode-lab-full /var/cache/apt/archives"
+    " && mkdir -p /var/cache/apt/archives/partial"
+    " && head -c 7864320 /dev/zero > /var/cache/apt/archives/.filler"
+)
+DISK_FULL_OFF_SH = "umount /var/cache/apt/archives"
+
+EFI_GUID = "8be4df61-93ca-11d2-aa0d-00e098032b8c"
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def mount(src: str, target: str, fstype: str | None, flags: int = 0, data: str = "") -> None:
+    rc = _libc.mount(
+        src.encode(),
+        target.encode(),
+        fstype.encode() if fstype else None,
+        ctypes.c_ulong(flags),
+        data.encode() if data else None,
+    )
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {fstype or 'bind'} {src} on {target}: {os.strerror(err)}")
+
+
+def write(path: str, text: str, mode: int = 0o644) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, mode)
+
+
+def secure_boot_bytes(enabled: bool) -> bytes:
+    return b"\x06\x00\x00\x00" + (b"\x01" if enabled else b"\x00")
+
+
+def module_state(root: str) -> dict[str, Any]:
+    """What the kernel would load at boot: the installed driver, if any."""
+    try:
+        with open(f"{root}/usr/share/gpunode-lab/driver-version") as f:
+            version, flavor = ([*f.read().split(), "", ""])[:2]
+    except OSError:
+        version = ""
+        flavor = ""
+    if not version:
+        return {"loaded": False, "version": None, "flavor": None}
+    return {"loaded": True, "version": version, "flavor": flavor or "proprietary"}
+
+
+def nvrm_line(version: str, flavor: str) -> str:
+    if flavor == "open":
+        return (
+            f"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {version}  Release Build"
+            "  (dvs-builder@U16-I3-B03-4-3)  Thu Oct 10 18:50:24 UTC 2025\n"
+            "GCC version:  gcc version 13.3.0 (Ubuntu 13.3.0-6ubuntu2~24.04) \n"
+        )
+    return (
+        f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {version}"
+        "  Thu Oct 10 18:50:24 UTC 2025\n"
+        "GCC version:  gcc version 13.3.0 (Ubuntu 13.3.0-6ubuntu2~24.04) \n"
+    )
+
+
+def build_root(spec: dict[str, Any]) -> None:
+    m = spec["merged"]
+    lowers = ":".join(spec["lowers"])
+    mount(
+        "overlay",
+        m,
+        "overlay",
+        0,
+        f"lowerdir={lowers},upperdir={spec['upper']},workdir={spec['work']}",
+    )
+    mount("proc", f"{m}/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    mount("/sys", f"{m}/sys", None, MS_BIND | MS_REC)
+    mount("/dev", f"{m}/dev", None, MS_BIND | MS_REC)
+    mount("shm", f"{m}/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+    mount("run", f"{m}/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=755,size=64m")
+    for hidden in spec["mask"]:  # the lab's own state: other hosts' disks, the client key
+        if os.path.isdir(f"{m}{hidden}"):
+            mount("gpunode-lab-mask", f"{m}{hidden}", "tmpfs", 0, "size=4k,mode=700")
+    os.makedirs(f"{m}/run/sshd", mode=0o755, exist_ok=True)
+
+    boot_id = f"{spec['ctl']}/boot_id"
+    write(boot_id, spec["boot_id"] + "\n", 0o444)
+    mount(boot_id, f"{m}/proc/sys/kernel/random/boot_id", None, MS_BIND)
+
+    # The PCI bus: one directory per simulated GPU.
+    pci = f"{m}/sys/bus/pci/devices"
+    mount("gpunode-lab-pci", pci, "tmpfs", 0, "size=1m,mode=755")
+    for dev in spec["pci"]:
+        for key in ("vendor", "device", "class", "label"):
+            write(f"{pci}/{dev['slot']}/{key}", dev[key] + "\n", 0o444)
+
+    # The kernel module: the installed driver is loaded at boot.
+    state = module_state(m)
+    write(f"{m}/etc/gpunode-lab/module.json", json.dumps(state) + "\n")
+    mods = f"{m}/sys/module"
+    mount("gpunode-lab-modules", mods, "tmpfs", 0, "size=1m,mode=755")
+    drv = f"{m}/proc/driver"
+    mount("gpunode-lab-driver", drv, "tmpfs", 0, "size=1m,mode=555")
+    if state["loaded"]:
+        write(f"{mods}/nvidia/version", state["version"] + "\n", 0o444)
+        for name in ("nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm"):
+            write(f"{mods}/{name}/initstate", "live\n", 0o444)
+        write(f"{drv}/nvidia/version", nvrm_line(state["version"], state["flavor"]), 0o444)
+    if spec.get("nouveau"):
+        write(f"{mods}/nouveau/initstate", "live\n", 0o444)
+
+    # Firmware: an EFI machine whose Secure Boot state is a fault knob.
+    fw = f"{m}/sys/firmware"
+    mount("gpunode-lab-firmware", fw, "tmpfs", 0, "size=1m,mode=755")
+    var = f"{fw}/efi/efivars/SecureBoot-{EFI_GUID}"
+    os.makedirs(os.path.dirname(var))
+    with open(var, "wb") as f:
+        f.write(secure_boot_bytes(bool(spec.get("secure_boot"))))
+
+
+class Init:
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.spec = spec
+        self.sshd: subprocess.Popen[bytes] | None = None
+
+    def start_sshd(self) -> None:
+        if self.sshd is not None and self.sshd.poll() is None:
+            return
+        listen = f"{self.spec['address']}:{self.spec['port']}"
+        self.sshd = subprocess.Popen(
+            ["/usr/sbin/sshd", "-D", "-E", "/var/log/sshd.log", "-o", f"ListenAddress={listen}"],
+            stdin=subprocess.DEVNULL,
+            close_fds=True,
+        )
+
+    def stop_sshd(self) -> None:
+        if self.sshd is not None and self.sshd.poll() is None:
+            self.sshd.terminate()
+            self.sshd.wait()
+        self.sshd = None
+
+    def run(self) -> None:
+        signal.signal(signal.SIGINT, lambda *_: os._exit(EXIT_REBOOT))
+        signal.signal(signal.SIGTERM, lambda *_: os._exit(EXIT_POWEROFF))
+        signal.signal(signal.SIGUSR1, lambda *_: self.start_sshd())
+        signal.signal(signal.SIGUSR2, lambda *_: self.stop_sshd())
+        if self.spec.get("start_sshd", True):
+            self.start_sshd()
+        with open("/run/gpunode-lab-ready", "w") as f:
+            f.write(f"{time.time()}\n")
+        while True:  # PID 1 adopts every orphan of the host: reap them all
+            try:
+                os.waitpid(-1, 0)
+            except ChildProcessError:
+                signal.pause()
+
+
+def main() -> None:
+    with open(sys.argv[1]) as f:
+        spec: dict[str, Any] = json.load(f)
+    build_root(spec)
+    socket.sethostname(spec["name"])
+    os.chroot(spec["merged"])
+    os.chdir("/")
+    os.environ.clear()
+    os.environ.update(
+        PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", LANG="C.UTF-8"
+    )
+    if spec.get("disk_full"):
+        subprocess.run(["/bin/sh", "-c", DISK_FULL_SH], check=False)
+    Init(spec).run()
+
+
+if __name__ == "__main__":
+    main()

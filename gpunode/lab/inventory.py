@@ -1,0 +1,67 @@
+"""The inventory `gpunode lab inventory` prints: ready for `gpunode check`, plan and apply."""
+
+from __future__ import annotations
+
+import json
+
+from gpunode.lab.state import LabConfig, LabPaths
+
+
+def repo_urls(base_url: str) -> dict[str, str]:
+    """Where the lab serves NVIDIA's repository and the conda and pip stand-ins."""
+    try:
+        from gpunode.lab import repo
+
+        urls = getattr(repo, "repo_urls", None)
+        if urls is not None:
+            found: dict[str, str] = urls(base_url)
+            return found
+    except ImportError:
+        pass
+    return {
+        "nvidia": base_url,
+        "conda_installer": f"{base_url}/conda/Miniconda3-latest-Linux-x86_64.sh",
+        "pytorch_index": f"{base_url}/whl",
+    }
+
+
+def _q(value: str) -> str:
+    return json.dumps(value)  # a JSON string is a valid YAML double-quoted scalar
+
+
+def render(paths: LabPaths, cfg: LabConfig) -> str:
+    urls = repo_urls(cfg.repo_url)
+    lines = [
+        f"# gpunode lab: {cfg.hosts} simulated {cfg.gpus}x {cfg.model} host(s), "
+        f"Ubuntu {cfg.ubuntu}.",
+        "# `gpunode lab down` removes them; `gpunode lab status` shows them.",
+        "defaults:",
+        "  ssh:",
+        "    user: ubuntu",
+        f"    port: {cfg.port}",
+        f"    identity_file: {_q(str(paths.identity))}",
+        f"    known_hosts_file: {_q(str(paths.known_hosts))}",
+        "    host_key_policy: strict",
+        "    config_file: null",
+        "  become: sudo",
+    ]
+    if cfg.sudo_password_env:
+        lines.append(f"  become_password_env: {_q(cfg.sudo_password_env)}")
+    lines += ["  repos:"]
+    lines += [f"    {k}: {_q(v)}" for k, v in urls.items()]
+    lines += [
+        f"  gpus: {{model: {cfg.model}, count: {cfg.gpus}}}",
+        "  stack:",
+        '    driver: {branch: "580", flavor: open, hold: true}',
+        '    cuda: {toolkits: ["13.0"], default: "13.0"}',
+        '    cudnn: "9"',
+        '    nccl: "2.28"',
+        "    cuda_env: true",
+        "    smoke: [nvidia-smi]",
+        "groups:",
+        "  lab:",
+        "    hosts:",
+    ]
+    for i, name in enumerate(cfg.names):
+        lines.append(f"      {name}: {{address: {cfg.address(i)}}}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,122 @@
+"""Small programs installed into every lab host in place of the machine's own.
+
+They are the host's view of the simulated hardware: the power button (reboot and
+friends ask the host's init, PID 1 of its namespace, to end), the PCI bus and the
+firmware's Secure Boot state.
+"""
+
+from __future__ import annotations
+
+_NEED_ROOT = """\
+if [ "$(id -u)" != 0 ]; then
+    echo "Call to $1 failed: Access denied" >&2
+    exit 1
+fi
+"""
+
+# SIGINT to PID 1 is ctrl-alt-del (reboot); SIGTERM to our init is power-off.
+REBOOT = (
+    "#!/bin/sh\n# gpunode lab stand-in: ask the host's init to reboot.\n"
+    + _NEED_ROOT.replace("$1", "Reboot")
+    + "sync\nkill -INT 1\nsleep 30\n"
+)
+
+POWEROFF = (
+    "#!/bin/sh\n# gpunode lab stand-in: ask the host's init to power off.\n"
+    + _NEED_ROOT.replace("$1", "PowerOff")
+    + "sync\nkill -TERM 1\nsleep 30\n"
+)
+
+SHUTDOWN = """\
+#!/bin/sh
+# gpunode lab stand-in for shutdown(8): -r reboots, anything else powers off.
+action=poweroff
+for arg in "$@"; do
+    case "$arg" in
+        -r|--reboot) action=reboot ;;
+        -c) echo "No scheduled shutdown to cancel." >&2; exit 0 ;;
+    esac
+done
+exec /usr/sbin/$action
+"""
+
+SYSTEMCTL = """\
+#!/bin/sh
+# gpunode lab stand-in for systemctl: the lab's hosts have no systemd.
+# Power verbs act on the simulated host; every other verb is accepted and ignored.
+for arg in "$@"; do
+    case "$arg" in
+        reboot|kexec) exec /usr/sbin/reboot ;;
+        poweroff|halt) exec /usr/sbin/poweroff ;;
+        -*) ;;
+        is-system-running) echo running; exit 0 ;;
+        *) echo "systemctl (gpunode lab, no systemd): ignoring: $*" >&2; exit 0 ;;
+    esac
+done
+exit 0
+"""
+
+LSPCI = """\
+#!/bin/sh
+# gpunode lab stand-in for lspci: lists the simulated GPUs (like `lspci -nn`).
+for dev in /sys/bus/pci/devices/*; do
+    [ -f "$dev/vendor" ] || continue
+    slot=${dev##*/}
+    vendor=$(cut -c3- "$dev/vendor")
+    device=$(cut -c3- "$dev/device")
+    class=$(cut -c3-6 "$dev/class")
+    label=$(cat "$dev/label" 2>/dev/null)
+    case "$class" in
+        0300) cname="VGA compatible controller" ;;
+        *) cname="3D controller" ;;
+    esac
+    echo "${slot#0000:} $cname [$class]: NVIDIA Corporation $label [$vendor:$device] (rev a1)"
+done
+"""
+
+# The firmware variable as efivarfs shows it: 4 attribute bytes, then 1 data byte.
+SECURE_BOOT_VAR = "SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
+
+MOKUTIL = f"""\
+#!/bin/sh
+# gpunode lab stand-in for mokutil: only --sb-state.
+var=/sys/firmware/efi/efivars/{SECURE_BOOT_VAR}
+case "$1" in
+    --sb-state)
+        if [ ! -f "$var" ]; then
+            echo "EFI variables are not supported on this system" >&2; exit 1
+        fi
+        if [ "$(od -An -tu1 -j4 -N1 "$var" | tr -d ' ')" = 1 ]; then
+            echo "SecureBoot enabled"
+        else
+            echo "SecureBoot disabled"
+        fi ;;
+    *) echo "mokutil (gpunode lab): only --sb-state is simulated" >&2; exit 1 ;;
+esac
+"""
+
+# Holds apt's frontend lock the way a running unattended-upgrade does (fcntl, not flock).
+DPKG_LOCKER = """\
+import fcntl, os, signal, time
+os.makedirs("/var/lib/dpkg", exist_ok=True)
+fds = []
+for path in ("/var/lib/dpkg/lock-frontend", "/var/lib/dpkg/lock"):
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o640)
+    fcntl.lockf(fd, fcntl.LOCK_EX)
+    fds.append(fd)
+with open("/run/gpunode-lab-dpkg-lock.pid", "w") as f:
+    f.write(str(os.getpid()))
+signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+while True:
+    time.sleep(3600)
+"""
+
+STANDINS: dict[str, str] = {
+    "usr/sbin/reboot": REBOOT,
+    "usr/sbin/poweroff": POWEROFF,
+    "usr/sbin/halt": POWEROFF,
+    "usr/sbin/shutdown": SHUTDOWN,
+    "usr/bin/systemctl": SYSTEMCTL,
+    "usr/local/bin/lspci": LSPCI,
+    "usr/local/bin/mokutil": MOKUTIL,
+}

@@ -1,0 +1,339 @@
+"""The lab's long-lived daemon: owns every host's processes, reboots them, serves the repo.
+
+One thread (the main loop) starts and stops hosts, so each host's `unshare` can be
+tied to it with PR_SET_PDEATHSIG: if the supervisor dies, every host dies with it and
+their mounts vanish with their namespaces. Requests from `gpunode lab` arrive on a
+Unix socket, are queued, and are answered once the main loop has acted on them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import json
+import os
+import queue
+import signal
+import socketserver
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from concurrent.futures import Future
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from gpunode.lab import faults, hostinit, netem, procs
+from gpunode.lab.gpumodels import MODELS, pci_devices
+from gpunode.lab.rootfs import prepare_upper
+from gpunode.lab.state import HostPaths, LabConfig, LabPaths
+
+REBOOT_DELAY_S = 1.5
+TICK_S = 0.05
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def log(msg: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {msg}", flush=True)
+
+
+class Host:
+    def __init__(self, name: str, address: str, paths: HostPaths) -> None:
+        self.name = name
+        self.address = address
+        self.paths = paths
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.boot_at: float | None = None
+        self.boot_id = ""
+        self.boots = 0
+        self.powered = True
+        self.stall: faults.StallListener | None = None
+        self.faults: dict[str, Any] = paths.load_faults()
+
+    def set_faults(self, new: dict[str, Any]) -> None:
+        self.faults = new
+        self.paths.save_faults(new)
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def init_pid(self) -> int | None:
+        if not self.running or self.proc is None:
+            return None
+        kids = procs.children(self.proc.pid)
+        return kids[0] if kids else None
+
+    def state(self) -> str:
+        if self.running:
+            return "up" if self.ready() else "booting"
+        if self.boot_at is not None:
+            return "rebooting"
+        return "off"
+
+    def ready(self) -> bool:
+        pid = self.init_pid
+        return pid is not None and os.path.exists(f"/proc/{pid}/root/run/gpunode-lab-ready")
+
+
+class Supervisor:
+    def __init__(self, paths: LabPaths, cfg: LabConfig) -> None:
+        self.paths = paths
+        self.cfg = cfg
+        self.hosts = {
+            name: Host(name, cfg.address(i), paths.host(name)) for i, name in enumerate(cfg.names)
+        }
+        self.requests: queue.Queue[tuple[dict[str, Any], Future[dict[str, Any]]]] = queue.Queue()
+        self.stopping = False
+        self.pci = pci_devices(MODELS[cfg.model], cfg.gpus)
+
+    # -- host lifecycle (main thread only) --
+
+    def boot(self, host: Host) -> None:
+        host.boot_at = None
+        host.boot_id = str(uuid.uuid4())
+        host.boots += 1
+        f = host.faults
+        spec = {
+            "name": host.name,
+            "address": host.address,
+            "port": self.cfg.port,
+            "merged": str(host.paths.merged),
+            "upper": str(host.paths.upper),
+            "work": str(host.paths.work),
+            "lowers": [str(self.paths.base), "/"],
+            "mask": [str(self.paths.root)],
+            "ctl": str(host.paths.ctl),
+            "boot_id": host.boot_id,
+            "pci": self.pci,
+            "start_sshd": not ("refuse" in f or "stall" in f),
+            "secure_boot": "secure-boot" in f,
+            "nouveau": "nouveau" in f,
+            "disk_full": "disk-full" in f,
+        }
+        spec_path = host.paths.ctl / "spec.json"
+        spec_path.write_text(json.dumps(spec, indent=2) + "\n")
+        logf = open(host.paths.log, "ab")  # noqa: SIM115 -- handed to the child
+        host.proc = subprocess.Popen(
+            [
+                "unshare",
+                "--mount",
+                "--pid",
+                "--uts",
+                "--ipc",
+                "--fork",
+                "--kill-child",
+                "--propagation",
+                "private",
+                sys.executable,
+                "-I",
+                hostinit.__file__,
+                str(spec_path),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=logf,
+            stderr=logf,
+            close_fds=True,
+            preexec_fn=_die_with_parent,
+        )
+        logf.close()
+        if "stall" in f and host.stall is None:
+            host.stall = faults.StallListener(host.address, self.cfg.port)
+        host.powered = True
+
+    def after_boot(self, host: Host) -> None:
+        """Faults that are processes in the host start again after each boot."""
+        f = host.faults
+        pid = host.init_pid
+        if pid is None:
+            return
+        if "dpkg-lock" in f:
+            faults.start_dpkg_lock(pid)
+
+    def kill(self, host: Host) -> None:
+        if host.proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                host.proc.kill()  # --kill-child takes init, and with it the whole host
+            host.proc.wait()
+            host.proc = None
+        host.boot_at = None
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        for host in self.hosts.values():
+            if host.proc is not None and host.proc.poll() is not None:
+                code = host.proc.returncode
+                host.proc = None
+                if code == hostinit.EXIT_POWEROFF:
+                    log(f"{host.name}: powered off")
+                    host.powered = False
+                else:
+                    what = "reboot" if code == hostinit.EXIT_REBOOT else f"crash (exit {code})"
+                    log(f"{host.name}: {what}; back in {REBOOT_DELAY_S}s")
+                    host.boot_at = now + REBOOT_DELAY_S
+            if host.boot_at is not None and now >= host.boot_at:
+                self.boot(host)
+            drop = host.faults.get("drop")
+            if drop is not None and host.running:
+                faults.drop_sessions(host.init_pid, float(drop))
+
+    # -- requests --
+
+    def handle(self, req: dict[str, Any]) -> dict[str, Any]:
+        op = req.get("op")
+        if op == "ping":
+            return {"ok": True, "pid": os.getpid()}
+        if op == "status":
+            return {"ok": True, "hosts": [self.host_status(h) for h in self.hosts.values()]}
+        if op == "shutdown":
+            self.stopping = True
+            return {"ok": True}
+        host = self.hosts.get(str(req.get("host")))
+        if host is None:
+            return {"ok": False, "error": f"no lab host named {req.get('host')!r}"}
+        if op == "reboot":
+            pid = host.init_pid
+            if pid is not None:
+                os.kill(pid, signal.SIGINT)
+            elif host.boot_at is None:
+                self.boot(host)
+            return {"ok": True}
+        if op == "reset":
+            self.kill(host)
+            if host.stall is not None:
+                host.stall.close()
+                host.stall = None
+            netem.clear_latency(host.address)
+            host.set_faults({})
+            prepare_upper(host.paths, host.name, self.cfg)
+            self.boot(host)
+            return {"ok": True}
+        if op == "fault":
+            return faults.apply(self, host, str(req["knob"]), req.get("value"), bool(req["off"]))
+        return {"ok": False, "error": f"unknown request {op!r}"}
+
+    def host_status(self, host: Host) -> dict[str, Any]:
+        return {
+            "name": host.name,
+            "address": host.address,
+            "port": self.cfg.port,
+            "state": host.state(),
+            "boot_id": host.boot_id,
+            "boots": host.boots,
+            "init_pid": host.init_pid,
+            "faults": host.faults,
+        }
+
+    def run(self) -> None:
+        for host in self.hosts.values():
+            self.boot(host)
+        log(f"started {len(self.hosts)} hosts")
+        pending_after_boot: set[str] = set(self.hosts)
+        while not self.stopping:
+            try:
+                while True:
+                    req, fut = self.requests.get_nowait()
+                    try:
+                        fut.set_result(self.handle(req))
+                    except Exception as exc:  # reported to the caller, the lab stays up
+                        log(f"request {req.get('op')} failed: {exc!r}")
+                        fut.set_result({"ok": False, "error": str(exc)})
+            except queue.Empty:
+                pass
+            self.tick()
+            for host in self.hosts.values():
+                if host.boot_at is not None:
+                    pending_after_boot.add(host.name)
+                elif host.name in pending_after_boot and host.ready():
+                    pending_after_boot.discard(host.name)
+                    self.after_boot(host)
+            time.sleep(TICK_S)
+        self.shutdown()
+
+    def shutdown(self) -> None:
+        log("shutting down")
+        for host in self.hosts.values():
+            if host.proc is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    host.proc.kill()
+        for host in self.hosts.values():
+            self.kill(host)
+            if host.stall is not None:
+                host.stall.close()
+            netem.clear_latency(host.address)
+        netem.remove_if_unused()
+
+
+class _Handler(socketserver.StreamRequestHandler):
+    supervisor: Supervisor
+
+    def handle(self) -> None:
+        line = self.rfile.readline()
+        try:
+            req = json.loads(line)
+        except ValueError:
+            self.wfile.write(b'{"ok": false, "error": "bad request"}\n')
+            return
+        fut: Future[dict[str, Any]] = Future()
+        self.supervisor.requests.put((req, fut))
+        reply = fut.result(timeout=300)
+        self.wfile.write(json.dumps(reply).encode() + b"\n")
+
+
+class _ControlServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def serve_repo(cfg: LabConfig) -> ThreadingHTTPServer:
+    handler = functools.partial(_QuietHandler, directory=cfg.repo_dir)
+    host, port = cfg.repo_address, cfg.repo_port
+    ThreadingHTTPServer.allow_reuse_address = True
+    server = ThreadingHTTPServer((host, port), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def main() -> None:
+    paths = LabPaths(Path(sys.argv[1]))
+    cfg = paths.load_config()
+    if cfg is None:
+        sys.exit(f"no lab configuration in {paths.config}")
+    sup = Supervisor(paths, cfg)
+    signal.signal(signal.SIGTERM, lambda *_: setattr(sup, "stopping", True))
+    httpd = serve_repo(cfg)
+    with contextlib.suppress(FileNotFoundError):
+        paths.socket.unlink()
+    _Handler.supervisor = sup
+    control = _ControlServer(str(paths.socket), _Handler)
+    os.chmod(paths.socket, 0o600)
+    threading.Thread(target=control.serve_forever, daemon=True).start()
+    paths.pidfile.write_text(f"{os.getpid()}\n")
+    log(f"serving {cfg.repo_dir} at {cfg.repo_url}")
+    try:
+        sup.run()
+    finally:
+        httpd.shutdown()
+        control.shutdown()
+        with contextlib.suppress(FileNotFoundError):
+            paths.socket.unlink()
+        with contextlib.suppress(FileNotFoundError):
+            paths.pidfile.unlink()
+        log("stopped")
+
+
+if __name__ == "__main__":
+    main()
