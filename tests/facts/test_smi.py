@@ -110,7 +110,8 @@ def test_query_fields_used_by_facts() -> None:
     [
         "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure"
         " that the latest NVIDIA driver is installed and running.\n",
-        "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 580.95\n",
+        "Failed to initialize NVML: Driver/library version mismatch\n"
+        "NVML library version: 580.95\n",
     ],
 )
 def test_failures_are_reported_not_raised(text: str) -> None:

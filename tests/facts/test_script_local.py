@@ -1,0 +1,117 @@
+"""The real facts script on this machine (LocalTransport), checked against independent sources."""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from gpunode.facts.gather import facts_command, gather, script
+from gpunode.transport.local import LocalTransport
+
+PATTERNS = ["nvidia*", "libnvidia*", "cuda*", "libcuda*", "libcudnn*", "libnccl*"]
+
+
+def test_facts_match_the_system(tmp_path: Path) -> None:
+    managed = tmp_path / "managed.conf"
+    managed.write_bytes(b"export PATH=/usr/local/cuda/bin:$PATH\n")
+    f = gather(LocalTransport(), files=[str(managed), str(tmp_path / "nope")])
+    assert f.errors == []
+    assert f.boot_id == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    assert f.kernel == os.uname().release
+    assert f.hostname == platform.node()
+    osr = platform.freedesktop_os_release()
+    assert (f.os.id, f.os.version_id) == (osr["ID"], osr.get("VERSION_ID", ""))
+    arch = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True)
+    assert f.arch == arch.stdout.strip()
+    st = os.statvfs("/")
+    root_free = f.free_bytes("/")
+    assert root_free is not None and abs(root_free - st.f_bavail * st.f_frsize) < 512 * 2**20
+    assert f.files[str(managed)] == hashlib.sha256(managed.read_bytes()).hexdigest()
+    assert f.files[str(tmp_path / "nope")] == "absent"
+    dirs = sorted(d for d in glob.glob("/usr/local/cuda-*") if Path(d).is_dir()
+                  and d.rsplit("cuda-", 1)[1].replace(".", "").isdigit())  # fmt: skip
+    assert sorted(t.path for t in f.toolkits) == dirs
+    if os.path.exists("/usr/local/cuda"):
+        assert f.cuda_alternative == os.path.realpath("/usr/local/cuda")
+    dq = subprocess.run(["dpkg-query", "-W", "-f", "${Package}\t${Version}\t${Status}\n",
+                         *PATTERNS], capture_output=True, text=True).stdout  # fmt: skip
+    want = {ln.split("\t")[0]: ln.split("\t")[1] for ln in dq.splitlines()
+            if ln and not ln.endswith("not-installed")}  # fmt: skip
+    got = {n: p.version for n, p in f.packages.items() if n.startswith(tuple(
+        p.rstrip("*") for p in PATTERNS))}  # fmt: skip
+    assert got == want
+    assert f.module.loaded == os.path.isdir("/sys/module/nvidia")
+    assert f.smi.ok == bool(shutil.which("nvidia-smi")) or f.smi.error
+    assert f.gather_seconds > 0
+
+
+def test_conda_prefix_is_read_with_sh_only(tmp_path: Path) -> None:
+    prefix = tmp_path / "miniconda"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "bin" / "conda").write_text("#!/bin/sh\nexit 1\n")
+    (prefix / "bin" / "conda").chmod(0o755)
+    for env, files in {
+        prefix: ["conda-24.7.1-py312h06a4308_0.json", "python-3.12.4-h5148396_1.json"],
+        prefix / "envs" / "ml": ["python-3.11.9-h955ad1f_0.json"],
+    }.items():
+        (env / "conda-meta").mkdir(parents=True)
+        for name in files:
+            (env / "conda-meta" / name).write_text("{}")
+    site = prefix / "envs" / "ml" / "lib" / "python3.11" / "site-packages"
+    (site / "torch-2.4.1+cu124.dist-info").mkdir(parents=True)
+    res = LocalTransport().run(facts_command(conda_prefixes=[str(prefix)]), stdin=script())
+    from gpunode.facts.parse import parse_facts
+
+    f = parse_facts(res.stdout)
+    if f.conda.prefix != str(prefix):
+        pytest.skip("a real conda install on this machine is reported first")
+    assert f.conda.version == "24.7.1"
+    assert [(e.name, e.python, e.torch) for e in f.conda.envs] == [
+        ("base", "3.12.4", None),
+        ("ml", "3.11.9", "2.4.1+cu124"),
+    ]
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root")
+def test_dpkg_lock_holder_and_interrupted_state() -> None:
+    """In a private mount namespace, a tmpfs over /var/lib/dpkg holds a real fcntl lock."""
+    holder = textwrap.dedent("""
+        import fcntl, os, sys, time
+        fd = os.open("/var/lib/dpkg/lock-frontend", os.O_RDWR | os.O_CREAT)
+        fcntl.lockf(fd, fcntl.LOCK_EX)
+        print(os.getpid(), flush=True)
+        time.sleep(30)
+    """)
+    inner = (
+        "mount -t tmpfs none /var/lib/dpkg && mkdir /var/lib/dpkg/updates "
+        "&& touch /var/lib/dpkg/updates/0001 "
+        f'&& {{ {sys.executable} -c "$HOLDER" > /tmp/.gpunode-lockpid-$$ & }} && sleep 0.5 '
+        f"&& echo PID=$(cat /tmp/.gpunode-lockpid-$$) && sh -s -- < {script_path()}; "
+        "kill $(cat /tmp/.gpunode-lockpid-$$) 2>/dev/null; rm -f /tmp/.gpunode-lockpid-$$"
+    )
+    res = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", inner],
+                         capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "HOLDER": holder})  # fmt: skip
+    pid = res.stdout.split("PID=", 1)[1].split()[0]
+    from gpunode.facts.parse import parse_facts
+
+    f = parse_facts(res.stdout)
+    assert f.dpkg_lock_holder == f"pid {pid} (python3)" or f.dpkg_lock_holder == (
+        f"pid {pid} ({Path(sys.executable).name[:15]})"
+    )
+    assert f.dpkg_interrupted
+    # and outside the namespace, this machine's own dpkg is not interrupted nor locked by it
+    assert not Path("/var/lib/dpkg/updates/0001").exists()
+
+
+def script_path() -> str:
+    return str(Path(__file__).parent.parent.parent / "gpunode" / "facts" / "script.sh")
