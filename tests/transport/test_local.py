@@ -1,0 +1,60 @@
+"""LocalTransport: the same behaviours as SSH, on the controller."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from gpunode.transport.base import CommandTimeoutError
+from gpunode.transport.local import LocalTransport
+
+from .test_ssh import HOSTILE
+
+
+def test_exit_codes_streaming_stdin_env() -> None:
+    t = LocalTransport()
+    chunks: list[tuple[str, float]] = []
+    start = time.monotonic()
+    res = t.run("echo one; sleep 0.5; echo two >&2; exit 5",
+                on_output=lambda s, x: chunks.append((x, time.monotonic() - start)))  # fmt: skip
+    assert (res.exit_code, res.stdout, res.stderr) == (5, "one\n", "two\n")
+    assert chunks[1][1] - chunks[0][1] > 0.3
+    res = t.run('cat; printf %s "$V"', stdin=b"in\n", env={"V": "`id`"})
+    assert res.stdout == "in\n`id`"
+
+
+def test_hostile_values() -> None:
+    t = LocalTransport()
+    for value in HOSTILE:
+        assert t.run(["printf", "%s", value]).stdout == value
+        assert t.run(["printf", "%s", value], sudo=True).stdout == value
+
+
+def test_timeout_kills_the_process_group(tmp_path: Path) -> None:
+    marker = tmp_path / "late"
+    start = time.monotonic()
+    with pytest.raises(CommandTimeoutError):
+        LocalTransport().run(f"(sleep 2; touch {marker}) & sleep 30", timeout=0.5)
+    assert time.monotonic() - start < 2
+    time.sleep(2.5)
+    assert not marker.exists()  # the background child died with its group
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="root runs sudo'ed commands directly")
+def test_sudo_as_root_runs_directly() -> None:
+    res = LocalTransport().run("id -u; ps -o args= -p $PPID", sudo=True)
+    assert res.stdout.split("\n")[0] == "0" and "sudo" not in res.stdout
+
+
+def test_put_get(tmp_path: Path) -> None:
+    t = LocalTransport()
+    p = tmp_path / "f.conf"
+    p.write_text("old")
+    t.put(b"new\x00data", str(p), mode=0o600)
+    assert p.read_bytes() == b"new\x00data" and oct(p.stat().st_mode & 0o777) == "0o600"
+    assert t.get(str(p)) == b"new\x00data"
+    t.put(b"x", str(p), sudo=True)
+    assert p.read_bytes() == b"x" and not list(tmp_path.glob(".gpunode-*"))
