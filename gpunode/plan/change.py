@@ -1,0 +1,82 @@
+"""Typed changes: what the planner found different and exactly how it would fix it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Step:
+    """One shell command; `stdin` feeds file contents so they never sit in argv."""
+
+    command: str
+    stdin: str | None = None
+
+    def shown(self) -> str:
+        if self.stdin is None:
+            return self.command
+        return f"{self.command}  # <<{len(self.stdin.encode())} bytes on stdin>>"
+
+
+@dataclass(frozen=True)
+class Change:
+    role: str
+    task: str
+    op: str
+    reason: str
+    steps: tuple[Step, ...]
+    sudo: bool = True
+    reboot: bool = False
+    apt: bool = False
+    """Installs packages: the executor refreshes apt's lists before the first one."""
+    path: str | None = None
+    before: str | None = None
+    after: str | None = None
+    tags: tuple[str, ...] = ()
+
+    @property
+    def title(self) -> str:
+        return f"{self.role}: {self.task}" if self.role else self.task
+
+    @property
+    def commands(self) -> list[str]:
+        return [s.command for s in self.steps]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "role": self.role,
+            "task": self.task,
+            "op": self.op,
+            "reason": self.reason,
+            "commands": [s.shown() for s in self.steps],
+            "sudo": self.sudo,
+            "reboot": self.reboot,
+            "path": self.path,
+            "tags": list(self.tags),
+        }
+
+
+@dataclass(frozen=True)
+class HostPlan:
+    host: str
+    changes: tuple[Change, ...] = ()
+    refused: str | None = None
+    notes: tuple[str, ...] = field(default=())
+    """Things worth telling that are not changes (no systemd, no GPU seen...)."""
+
+    @property
+    def empty(self) -> bool:
+        return not self.changes and self.refused is None
+
+    @property
+    def needs_reboot(self) -> bool:
+        return any(c.reboot for c in self.changes)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "refused": self.refused,
+            "changes": [c.to_json() for c in self.changes],
+            "notes": list(self.notes),
+        }

@@ -1,0 +1,116 @@
+"""Desired state minus facts: each host's ordered changes, or why it is refused."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import replace
+from pathlib import Path
+
+from gpunode.facts.model import HostFacts
+from gpunode.inventory.model import Host
+from gpunode.plan.change import Change, HostPlan, Step
+from gpunode.plan.refuse import refusal
+from gpunode.plan.walk import walk
+from gpunode.roles.loader import RoleError, search_path
+from gpunode.roles.ops import OpContext, Probe
+from gpunode.roles.ops.apt import APT_UPDATE
+
+DPKG_CONFIGURE = "env DEBIAN_FRONTEND=noninteractive dpkg --force-confold --configure -a"
+
+
+def managed_paths(host: Host, search: tuple[Path, ...] | None = None) -> list[str]:
+    """Files the facts round trip should hash for this host's roles (errors surface later)."""
+    out: list[str] = []
+    try:
+        for st in walk(host, HostFacts(), search or search_path(None)):
+            out += [p for p in st.op.paths(st.args) if p not in out]
+    except (RoleError, ValueError):
+        pass
+    return out
+
+
+def probes_for(host: Host, facts: HostFacts, search: tuple[Path, ...] | None = None) -> list[Probe]:
+    out: dict[str, Probe] = {}
+    try:
+        for st in walk(host, facts, search or search_path(None)):
+            for p in st.op.probes(st.args):
+                out.setdefault(p.key, p)
+    except (RoleError, ValueError):
+        pass
+    return list(out.values())
+
+
+def plan_host(
+    host: Host,
+    facts: HostFacts,
+    *,
+    probes: dict[str, bool] | None = None,
+    tags: Collection[str] | None = None,
+    search: tuple[Path, ...] | None = None,
+) -> HostPlan:
+    why = refusal(host, facts)
+    if why:
+        return HostPlan(host.name, refused=why)
+    changes: list[Change] = []
+    notes: list[str] = []
+    try:
+        for st in walk(host, facts, search or search_path(None)):
+            ctx = OpContext(
+                role=st.role.name,
+                task=st.title,
+                facts=facts,
+                tags=(st.role.name, *st.task.tags),
+                on_change=st.task.on_change,
+                probes=probes or {},
+                notes=notes,
+            )
+            try:
+                changes += st.op.plan(st.args, ctx)
+            except ValueError as exc:
+                return HostPlan(host.name, refused=f"{st.where}: {exc}")
+    except RoleError as exc:
+        return HostPlan(host.name, refused=str(exc))
+    if tags:
+        changes = [c for c in changes if set(c.tags) & set(tags)]
+    if facts.dpkg_interrupted:
+        changes.insert(
+            0,
+            Change(
+                "",
+                "finish an interrupted dpkg run",
+                "dpkg",
+                "dpkg was interrupted",
+                (Step(DPKG_CONFIGURE),),
+            ),
+        )
+    return HostPlan(host.name, tuple(_order(changes)), notes=tuple(notes))
+
+
+def _order(changes: list[Change]) -> list[Change]:
+    """Refresh apt's lists before the first install and after any repository change;
+    gather every reboot reason into one reboot, last."""
+    out: list[Change] = []
+    reasons: list[Change] = [c for c in changes if c.reboot]
+    stale = True
+    for c in changes:
+        if c.op == "apt_repository":
+            stale = True
+        if c.op == "reboot":
+            continue
+        if c.apt and stale:
+            c = replace(c, steps=(Step(APT_UPDATE), *c.steps))
+            stale = False
+        out.append(replace(c, reboot=False))
+    if reasons:
+        out.append(
+            Change(
+                reasons[0].role,
+                "reboot",
+                "reboot",
+                "; ".join(r.reason for r in reasons),
+                (),
+                reboot=True,
+                tags=tuple(sorted({t for r in reasons for t in r.tags})),
+            )
+        )
+    return out

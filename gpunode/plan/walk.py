@@ -1,0 +1,148 @@
+"""Walk a host's roles and tasks: render arguments, evaluate `when`, expand `loop`.
+
+The same walk serves three questions: which files the facts round trip should
+hash, which probes the operations need, and (with facts) which changes to make.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from pydantic import ValidationError
+
+from gpunode import compat
+from gpunode.compat import rules
+from gpunode.facts.model import HostFacts
+from gpunode.inventory.model import Host
+from gpunode.roles.loader import Role, RoleError, Task, find_role
+from gpunode.roles.ops import OPERATIONS, Operation
+from gpunode.roles.render import render, render_template
+
+_COMPAT = SimpleNamespace(
+    driver_packages=compat.driver_packages,
+    driver_userspace_package=compat.driver_userspace_package,
+    driver_version=compat.driver_version,
+    toolkit_package=compat.toolkit_package,
+    toolkit_ubuntu=compat.toolkit_ubuntu,
+    cudnn_package=compat.cudnn_package,
+    nccl_build=compat.nccl_build,
+    torch_variant=compat.torch_variant,
+    min_driver=compat.min_driver,
+    unversioned=rules.unversioned,
+)
+
+
+def builtin_roles(host: Host) -> list[str]:
+    """The built-in roles a stack asks for, in the order they must run."""
+    s = host.stack
+    names = []
+    if s.driver or s.cuda or s.cudnn or s.nccl:
+        names.append("nvidia_repo")
+    if s.driver:
+        names.append("driver")
+    if s.cuda and s.cuda.toolkits:
+        names.append("cuda_toolkit")
+    if s.cudnn:
+        names.append("cudnn")
+    if s.nccl:
+        names.append("nccl")
+    if s.cuda_env:
+        names.append("cuda_env")
+    if s.conda:
+        names.append("conda")
+    return names + [r for r in s.roles if r not in names]
+
+
+def base_context(host: Host, facts: HostFacts) -> dict[str, Any]:
+    return {
+        "host": host,
+        "stack": host.stack,
+        "repos": host.repos,
+        "gpus": host.gpus,
+        "facts": facts,
+        "compat": _COMPAT,
+        "vars": dict(host.stack.vars),
+    }
+
+
+@dataclass
+class Planned:
+    role: Role
+    task: Task
+    op: Operation
+    args: Any
+    ctx: dict[str, Any]
+    title: str
+
+    @property
+    def where(self) -> str:
+        return str(self.task.position)
+
+
+def walk(host: Host, facts: HostFacts, search: tuple[Path, ...]) -> Iterator[Planned]:
+    base = base_context(host, facts)
+    for name in builtin_roles(host):
+        role = find_role(name, search)
+        ctx = dict(base)
+        for key, value in role.defaults.items():
+            ctx[key] = _render(value, ctx, f"{role.path / 'defaults.yaml'}: {key}")
+        ctx.update(host.stack.vars)
+        for task in role.tasks:
+            yield from _task(role, task, ctx)
+
+
+def _task(role: Role, task: Task, ctx: dict[str, Any]) -> Iterator[Planned]:
+    op = OPERATIONS.get(task.op)
+    if op is None:
+        known = ", ".join(sorted(OPERATIONS))
+        raise RoleError(f"{task.position}: unknown op {task.op!r}: use one of {known}")
+    items: list[Any] = [None]
+    if task.loop is not None:
+        loop = _render(task.loop, ctx, f"{task.position}: loop")
+        items = list(loop.items()) if isinstance(loop, dict) else list(loop)
+    for item in items:
+        here = {**ctx, "item": item} if task.loop is not None else ctx
+        if task.when is not None:
+            cond = task.when if isinstance(task.when, str) else str(task.when)
+            if not _render("{{ " + cond + " }}", here, f"{task.position}: when"):
+                continue
+        raw = _render(task.args, here, str(task.position))
+        if task.op == "template":
+            src = raw.get("src")
+            if not isinstance(src, str):
+                raise RoleError(f"{task.position}: template needs `src:` (a file in templates/)")
+            raw["content"] = _template(role, src, here, task)
+        try:
+            args = op.parse(raw)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'args'}: {e['msg']}" for e in exc.errors()
+            )
+            raise RoleError(f"{task.position}: {task.op}: {problems}") from None
+        title = _render(task.name, here, f"{task.position}: name")
+        yield Planned(role, task, op, args, here, str(title))
+
+
+def _render(value: Any, ctx: dict[str, Any], where: str) -> Any:
+    import jinja2
+
+    try:
+        return render(value, ctx)
+    except jinja2.TemplateError as exc:
+        raise RoleError(f"{where}: {exc}") from None
+
+
+def _template(role: Role, src: str, ctx: dict[str, Any], task: Task) -> str:
+    import jinja2
+
+    try:
+        return render_template(role.templates, src, ctx)
+    except jinja2.TemplateNotFound:
+        where = f"{task.position}: template {src!r}"
+        raise RoleError(f"{where} not found in {role.templates}") from None
+    except jinja2.TemplateError as exc:
+        raise RoleError(f"{role.templates / src}: {exc}") from None

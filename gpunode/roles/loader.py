@@ -1,0 +1,119 @@
+"""Load roles: defaults.yaml, tasks.yaml and templates/ under roles/<name>/.
+
+A role is data. Built-in roles ship in the top-level roles/ folder (installed as
+gpunode/_builtin_roles); an inventory may bring its own in a roles/ folder next
+to it, which wins over a built-in of the same name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from gpunode.inventory.yamlsrc import Position, YamlError, load_file
+
+TASK_KEYS = {"name", "op", "when", "loop", "tags", "on_change"}
+
+
+class RoleError(Exception):
+    """A role that cannot be used: names the file and line, what is wrong, what to do."""
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    op: str
+    args: dict[str, Any]
+    position: Position
+    when: str | None = None
+    loop: Any = None
+    tags: tuple[str, ...] = ()
+    on_change: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Role:
+    name: str
+    path: Path
+    defaults: dict[str, Any] = field(default_factory=dict)
+    tasks: tuple[Task, ...] = ()
+
+    @property
+    def templates(self) -> Path:
+        return self.path / "templates"
+
+
+def builtin_roles_dir() -> Path:
+    here = Path(__file__).resolve().parent.parent
+    installed = here / "_builtin_roles"
+    return installed if installed.is_dir() else here.parent / "roles"
+
+
+def search_path(inventory_file: str | Path | None) -> tuple[Path, ...]:
+    dirs: list[Path] = []
+    if inventory_file is not None:
+        own = Path(inventory_file).resolve().parent / "roles"
+        if own.is_dir():
+            dirs.append(own)
+    dirs.append(builtin_roles_dir())
+    return tuple(dirs)
+
+
+def find_role(name: str, search: tuple[Path, ...]) -> Role:
+    for base in search:
+        if (base / name / "tasks.yaml").is_file():
+            return load_role(base / name)
+    looked = ", ".join(str(d) for d in search)
+    raise RoleError(
+        f"role {name!r} not found (looked in {looked}): create {search[0]}/{name}/tasks.yaml "
+        "or remove it from stack.roles"
+    )
+
+
+@cache
+def load_role(path: Path) -> Role:
+    defaults: dict[str, Any] = {}
+    dfile = path / "defaults.yaml"
+    if dfile.is_file():
+        data = _load(dfile).data or {}
+        if not isinstance(data, dict):
+            raise RoleError(f"{dfile}:1:1: defaults must be a mapping of variable: value")
+        defaults = data
+    tfile = path / "tasks.yaml"
+    src = _load(tfile)
+    if not isinstance(src.data, list):
+        raise RoleError(f"{tfile}:1:1: tasks must be a list of {{name, op, ...}} mappings")
+    tasks = []
+    for i, raw in enumerate(src.data):
+        pos = src.position((i,))
+        if not isinstance(raw, dict):
+            raise RoleError(f"{pos}: a task is a mapping with at least `name` and `op`")
+        missing = [k for k in ("name", "op") if k not in raw]
+        if missing:
+            raise RoleError(f"{pos}: task is missing {', '.join(missing)}")
+        tags = raw.get("tags", [])
+        on_change = raw.get("on_change", [])
+        if not isinstance(tags, list) or not isinstance(on_change, list):
+            raise RoleError(f"{pos}: `tags` and `on_change` are lists")
+        tasks.append(
+            Task(
+                name=str(raw["name"]),
+                op=str(raw["op"]),
+                args={k: v for k, v in raw.items() if k not in TASK_KEYS},
+                position=pos,
+                when=raw.get("when"),
+                loop=raw.get("loop"),
+                tags=tuple(str(t) for t in tags),
+                on_change=tuple(str(c) for c in on_change),
+            )
+        )
+    return Role(name=path.name, path=path, defaults=defaults, tasks=tuple(tasks))
+
+
+def _load(path: Path) -> Any:
+    try:
+        return load_file(path)
+    except YamlError as exc:
+        raise RoleError(str(exc)) from None

@@ -1,0 +1,30 @@
+"""The operations roles are built from, by name."""
+
+from __future__ import annotations
+
+from gpunode.roles.ops.apt import AptPackages, AptRepository
+from gpunode.roles.ops.base import OpContext, Operation, Probe
+from gpunode.roles.ops.conda import Conda, CondaEnv, Pip
+from gpunode.roles.ops.files import File, LineInFile, ModuleBlacklist, Template
+from gpunode.roles.ops.system import Alternatives, Command, Reboot, Service
+
+OPERATIONS: dict[str, Operation] = {
+    op.name: op
+    for op in (
+        AptRepository(),
+        AptPackages(),
+        File(),
+        Template(),
+        LineInFile(),
+        ModuleBlacklist(),
+        Alternatives(),
+        Service(),
+        Command(),
+        Reboot(),
+        Conda(),
+        CondaEnv(),
+        Pip(),
+    )
+}
+
+__all__ = ["OPERATIONS", "OpContext", "Operation", "Probe"]

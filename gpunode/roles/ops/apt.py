@@ -1,0 +1,213 @@
+"""apt_repository and apt_packages: NVIDIA's signed repository and exact, held versions."""
+
+from __future__ import annotations
+
+import fnmatch
+from typing import Any
+
+from pydantic import field_validator
+
+from gpunode.plan.change import Change, Step
+from gpunode.roles.ops.base import (
+    APT_LOCK_TIMEOUT,
+    Args,
+    OpContext,
+    Operation,
+    file_hash,
+    q,
+    sha256,
+)
+
+APT_GET = (
+    "env DEBIAN_FRONTEND=noninteractive apt-get -y -q"
+    f" -o DPkg::Lock::Timeout={APT_LOCK_TIMEOUT}"
+    " -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold"
+)
+APT_UPDATE = (
+    "env DEBIAN_FRONTEND=noninteractive apt-get -q"
+    f" -o DPkg::Lock::Timeout={APT_LOCK_TIMEOUT} update"
+)
+
+
+class KeyringPackage(Args):
+    name: str
+    version: str
+    url: str
+
+
+class AptRepositoryArgs(Args):
+    path: str
+    """The sources file; NVIDIA's keyring package ships one at the same path, which this
+    replaces so that a mirror (or an air-gapped host) never points back at the internet."""
+    uri: str
+    suite: str = "/"
+    components: tuple[str, ...] = ()
+    keyring: str
+    keyring_package: KeyringPackage | None = None
+    keyring_url: str | None = None
+
+
+def source_line(a: AptRepositoryArgs) -> str:
+    parts = ["deb", f"[signed-by={a.keyring}]", a.uri, a.suite, *a.components]
+    return " ".join(parts) + "\n"
+
+
+class AptRepository(Operation):
+    name = "apt_repository"
+    args_model = AptRepositoryArgs
+
+    def plan(self, args: Any, ctx: OpContext) -> list[Change]:
+        a: AptRepositoryArgs = args
+        facts = ctx.facts
+        out: list[Change] = []
+        kp = a.keyring_package
+        if kp is not None:
+            have = facts.package(kp.name)
+            if have is None or have.version != kp.version:
+                why = f"{kp.name} {have.version} installed" if have else f"{kp.name} missing"
+                deb = f"/tmp/gpunode-{kp.name}_{kp.version}.deb"
+                out.append(
+                    ctx.change(
+                        self.name,
+                        f"{why}, {kp.version} wanted",
+                        [
+                            f"curl -fsSL --retry 3 -o {q(deb)} {q(kp.url)}",
+                            "env DEBIAN_FRONTEND=noninteractive dpkg --force-confold -i " + q(deb),
+                            f"rm -f {q(deb)}",
+                        ],
+                        path=a.keyring,
+                    )
+                )
+        elif a.keyring_url is not None and not _keyring_present(a.keyring, ctx):
+            out.append(
+                ctx.change(
+                    self.name,
+                    f"keyring {a.keyring} missing",
+                    [
+                        f"mkdir -p {q(a.keyring.rsplit('/', 1)[0] or '/')}",
+                        f"curl -fsSL --retry 3 -o {q(a.keyring)} {q(a.keyring_url)}",
+                        f"chmod 0644 {q(a.keyring)}",
+                    ],
+                    path=a.keyring,
+                )
+            )
+        want = source_line(a)
+        problem = _source_problem(a, want, ctx)
+        # The keyring package ships its own sources file at the same path, pointing at
+        # NVIDIA's site: ours is written after it, so mirrors and air-gapped hosts work.
+        if out or problem:
+            out.append(
+                ctx.change(
+                    self.name,
+                    problem or f"{a.path} replaced after the keyring package",
+                    [write_file_step(a.path, want, "0644")],
+                    path=a.path,
+                    after=want,
+                )
+            )
+        return out
+
+
+def _keyring_present(path: str, ctx: OpContext) -> bool:
+    return path in ctx.facts.keyrings or file_hash(ctx.facts, path) is not None
+
+
+def _source_problem(a: AptRepositoryArgs, want: str, ctx: OpContext) -> str | None:
+    facts = ctx.facts
+    digest = file_hash(facts, a.path)
+    if digest is not None:
+        return None if digest == sha256(want) else f"{a.path} differs"
+    entries = [s for s in facts.apt_sources if s.path == a.path]
+    if not entries:
+        return f"{a.path} missing"
+    ok = (
+        len(entries) == 1
+        and entries[0].uri.rstrip("/") == a.uri.rstrip("/")
+        and entries[0].suite == a.suite
+        and entries[0].signed_by == a.keyring
+    )
+    return None if ok else f"{a.path} differs from {want.strip()!r}"
+
+
+def write_file_step(path: str, content: str, mode: str, owner: str = "root:root") -> Step:
+    """Atomic write: content on stdin to a temporary file beside the target, then rename."""
+    directory = path.rsplit("/", 1)[0] or "/"
+    tmp = f"{path}.gpunode-new"
+    return Step(
+        f"mkdir -p {q(directory)} && cat > {q(tmp)} && chmod {q(mode)} {q(tmp)}"
+        f" && chown {q(owner)} {q(tmp)} && mv -f {q(tmp)} {q(path)}",
+        stdin=content,
+    )
+
+
+class PackageSpec(Args):
+    name: str
+    version: str | None = None
+    """Exact Debian version, or a glob ("550.163.01-*") that apt also understands."""
+
+
+class AptPackagesArgs(Args):
+    packages: list[PackageSpec]
+    hold: bool = False
+    never: tuple[str, ...] = ()
+
+    @field_validator("packages", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        if not isinstance(value, list):
+            return value
+        out: list[Any] = []
+        for item in value:
+            if isinstance(item, str):
+                name, _, version = item.partition("=")
+                out.append({"name": name, "version": version or None})
+            else:
+                out.append(item)
+        return out
+
+
+def version_matches(installed: str, wanted: str | None) -> bool:
+    if wanted is None:
+        return True
+    if "*" in wanted or "?" in wanted:
+        return fnmatch.fnmatchcase(installed, wanted)
+    return installed == wanted
+
+
+class AptPackages(Operation):
+    name = "apt_packages"
+    args_model = AptPackagesArgs
+
+    def plan(self, args: Any, ctx: OpContext) -> list[Change]:
+        a: AptPackagesArgs = args
+        refused = sorted({p.name for p in a.packages} & set(a.never))
+        if refused:
+            raise ValueError(f"refusing to install {', '.join(refused)}: listed under never")
+        missing: list[str] = []
+        install: list[PackageSpec] = []
+        for spec in a.packages:
+            have = ctx.facts.package(spec.name)
+            if have is None:
+                missing.append(f"{spec.name} missing")
+                install.append(spec)
+            elif not version_matches(have.version, spec.version):
+                missing.append(f"{spec.name} {have.version} installed, {spec.version} wanted")
+                install.append(spec)
+        unheld = [
+            p.name
+            for p in a.packages
+            if a.hold and (p in install or not ctx.facts.packages[p.name].held)
+        ]
+        if not install and not unheld:
+            return []
+        steps: list[str] = []
+        if install:
+            targets = " ".join(q(f"{p.name}={p.version}" if p.version else p.name) for p in install)
+            steps.append(
+                f"{APT_GET} --no-install-recommends --allow-downgrades"
+                f" --allow-change-held-packages install {targets}"
+            )
+        if unheld:
+            steps.append("apt-mark hold " + " ".join(q(n) for n in unheld))
+        reason = "; ".join(missing) if missing else f"{', '.join(unheld)} not held"
+        return [ctx.change(self.name, reason, steps, apt=bool(install))]

@@ -1,0 +1,310 @@
+"""Planner: desired state minus facts -> exact commands, refusals, reboots."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from conftest import FIX, STACK, fresh_facts, host_from
+
+from gpunode.facts.model import AptSource, HostFacts, KernelModule, OsRelease, Package
+from gpunode.facts.parse import parse_facts
+from gpunode.inventory import Host
+from gpunode.plan import plan_host, probes_for
+from gpunode.plan.change import HostPlan
+from gpunode.roles.ops.base import sha256
+
+NO_SYSTEMD = {"systemd": False}
+
+
+def commands(plan: HostPlan) -> list[str]:
+    return [s.command for c in plan.changes for s in c.steps]
+
+
+def test_fresh_host_gets_every_role_in_order(host: Host, fresh: HostFacts) -> None:
+    plan = plan_host(host, fresh, probes=NO_SYSTEMD)
+    assert plan.refused is None
+    assert [(c.role, c.op) for c in plan.changes] == [
+        ("nvidia_repo", "apt_repository"),
+        ("nvidia_repo", "apt_repository"),
+        ("driver", "module_blacklist"),
+        ("driver", "apt_packages"),
+        ("cuda_toolkit", "apt_packages"),
+        ("cuda_toolkit", "alternatives"),
+        ("cudnn", "apt_packages"),
+        ("nccl", "apt_packages"),
+        ("cuda_env", "template"),
+        ("cuda_env", "template"),
+        ("driver", "reboot"),
+    ]
+    cmds = commands(plan)
+    assert cmds[0] == (
+        "curl -fsSL --retry 3 -o /tmp/gpunode-cuda-keyring_1.1-1.deb "
+        "http://127.0.0.1:8080/cuda/repos/ubuntu2204/x86_64/cuda-keyring_1.1-1_all.deb"
+    )
+    src = plan.changes[1]
+    assert src.path == "/etc/apt/sources.list.d/cuda-ubuntu2204-x86_64.list"
+    assert src.after == (
+        "deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] "
+        "http://127.0.0.1:8080/cuda/repos/ubuntu2204/x86_64/ /\n"
+    )
+    assert src.steps[0].stdin == src.after
+    driver = plan.changes[3]
+    assert driver.reason == "nvidia-open-550 missing; libnvidia-compute-550 missing"
+    # apt's lists are refreshed once, before the first install after the repository change
+    assert driver.steps[0].command.endswith("apt-get -q -o DPkg::Lock::Timeout=120 update")
+    assert "'nvidia-open-550=550.163.01-*' 'libnvidia-compute-550=550.163.01-*'" in (
+        driver.steps[1].command
+    )
+    assert driver.steps[2].command == "apt-mark hold nvidia-open-550 libnvidia-compute-550"
+    assert sum("apt-get -q -o DPkg::Lock::Timeout=120 update" in c for c in cmds) == 1
+    toolkit = plan.changes[4]
+    assert toolkit.reason == "cuda-toolkit-12-4 missing"
+    assert toolkit.steps[-1].command.endswith("install cuda-toolkit-12-4")
+    assert plan.changes[5].commands == [
+        "update-alternatives --install /usr/local/cuda cuda /usr/local/cuda-12.4 124",
+        "update-alternatives --set cuda /usr/local/cuda-12.4",
+    ]
+    assert (
+        "libcudnn9-cuda-12=9.14.0.64-1 libcudnn9-dev-cuda-12=9.14.0.64-1"
+        in (plan.changes[6].commands[0])
+    )
+    assert (
+        "libnccl2=2.21.5-1+cuda12.4 libnccl-dev=2.21.5-1+cuda12.4" in (plan.changes[7].commands[0])
+    )
+    assert plan.changes[9].commands[-1] == "ldconfig"
+    reboot = plan.changes[-1]
+    assert reboot.reboot and reboot.steps == ()
+    assert reboot.reason == "driver none loaded, 550.163.01 (open) wanted: reboot needed"
+    # no package that drags a driver in, no sudo-less writes
+    installed = [
+        t.split("=")[0]
+        for c in cmds
+        if " install " in c
+        for t in shlex.split(c.split(" install ")[1])
+    ]
+    assert "cuda-toolkit-12-4" in installed
+    assert not {"cuda", "cuda-12-4", "cuda-drivers"} & set(installed)
+    assert all(c.sudo for c in plan.changes)
+    assert "no systemd on this host: service nvidia-persistenced not managed" in plan.notes
+
+
+def converged(host: Host, facts: HostFacts) -> HostFacts:
+    """The facts a host has once the fresh plan is done (as the real host reports them)."""
+    files = {}
+    for c in plan_host(host, facts, probes=NO_SYSTEMD).changes:
+        if c.path and c.after is not None:
+            files[c.path] = sha256(c.after)
+    pk = {
+        "cuda-keyring": ("1.1-1", False),
+        "nvidia-open-550": ("550.163.01-0ubuntu1", True),
+        "libnvidia-compute-550": ("550.163.01-0ubuntu1", True),
+        "cuda-toolkit-12-4": ("12.4.1-1", False),
+        "libcudnn9-cuda-12": ("9.14.0.64-1", True),
+        "libcudnn9-dev-cuda-12": ("9.14.0.64-1", True),
+        "libnccl2": ("2.21.5-1+cuda12.4", True),
+        "libnccl-dev": ("2.21.5-1+cuda12.4", True),
+    }
+    packages = {
+        n: Package(name=n, version=v, status=("hold" if h else "install") + " ok installed")
+        for n, (v, h) in pk.items()
+    }
+    src = "/etc/apt/sources.list.d/cuda-ubuntu2204-x86_64.list"
+    return facts.model_copy(
+        update={
+            "packages": packages,
+            "files": files,
+            "apt_sources": [
+                AptSource(
+                    path=src,
+                    uri="http://127.0.0.1:8080/cuda/repos/ubuntu2204/x86_64/",
+                    suite="/",
+                    signed_by="/usr/share/keyrings/cuda-archive-keyring.gpg",
+                )
+            ],
+            "module": KernelModule(loaded=True, version="550.163.01", flavor="open"),
+            "cuda_alternative": "/usr/local/cuda-12.4",
+        }
+    )
+
+
+def test_converged_host_has_an_empty_plan(host: Host, fresh: HostFacts) -> None:
+    plan = plan_host(host, converged(host, fresh), probes=NO_SYSTEMD)
+    assert plan.refused is None
+    assert plan.changes == ()
+
+
+def test_file_that_drifted_is_rewritten_and_only_it(host: Host, fresh: HostFacts) -> None:
+    facts = converged(host, fresh)
+    files = dict(facts.files)
+    files["/etc/profile.d/gpunode-cuda.sh"] = sha256("export CUDA_HOME=/opt/other\n")
+    files["/etc/ld.so.conf.d/gpunode-cuda.conf"] = "absent"
+    plan = plan_host(host, facts.model_copy(update={"files": files}), probes=NO_SYSTEMD)
+    assert [c.reason for c in plan.changes] == [
+        "/etc/profile.d/gpunode-cuda.sh content differs",
+        "/etc/ld.so.conf.d/gpunode-cuda.conf missing",
+    ]
+
+
+def test_550_loaded_570_wanted_upgrades_and_reboots_once(fresh: HostFacts) -> None:
+    host = host_from(STACK.replace('branch: "550"', 'branch: "570"').replace("12.4", "12.8")
+                     .replace('"2.21"', '"2.25"'))  # fmt: skip
+    old = converged(host_from(STACK), fresh)
+    plan = plan_host(host, old, probes=NO_SYSTEMD)
+    driver = next(c for c in plan.changes if c.role == "driver" and c.op == "apt_packages")
+    assert driver.reason == "nvidia-open-570 missing; libnvidia-compute-570 missing"
+    assert "'nvidia-open-570=570.195.03-*'" in driver.commands[-2]
+    reboots = [c for c in plan.changes if c.reboot]
+    assert len(reboots) == 1 and plan.changes[-1] is reboots[0]
+    assert reboots[0].reason == (
+        "driver 550.163.01 (open) loaded, 570.195.03 (open) wanted: reboot needed"
+    )
+    # after the reboot the new module is loaded: no second reboot
+    after = old.model_copy(
+        update={"module": KernelModule(loaded=True, version="570.195.03", flavor="open")}
+    )
+    assert not plan_host(host, after, probes=NO_SYSTEMD).needs_reboot
+
+
+def test_no_gpu_means_no_reboot(host: Host) -> None:
+    plan = plan_host(host, fresh_facts(pci_gpus=[]), probes=NO_SYSTEMD)
+    assert not plan.needs_reboot
+
+
+def test_branch_590_uses_unversioned_names(fresh: HostFacts) -> None:
+    host = host_from(STACK.replace('branch: "550"', 'branch: "590"').replace("12.4", "13.1")
+                     .replace('nccl: "2.21"', "").replace("22.04", "24.04"))  # fmt: skip
+    plan = plan_host(host, fresh_facts("24.04"), probes=NO_SYSTEMD)
+    assert plan.refused is None, plan.refused
+    driver = next(c for c in plan.changes if c.role == "driver" and c.op == "apt_packages")
+    assert (
+        "'nvidia-driver-pinning-590=590.44.01-*' 'nvidia-open=590.44.01-*' "
+        "'libnvidia-compute=590.44.01-*'" in driver.commands[-2]
+    )
+
+
+def test_h200x2_capture_cuda13_580(fresh: HostFacts) -> None:
+    """The real capture: 580.159.04 loaded, CUDA 13.0 components, cuDNN 9 and NCCL 2.28 held."""
+    captured = parse_facts((FIX / "h200x2-facts.txt").read_text())
+    # the capture (a container on Ubuntu 24.04) has no os-release, lspci or df sections
+    facts = captured.model_copy(
+        update={k: getattr(fresh_facts("24.04"), k) for k in ("os", "arch", "disks", "pci_gpus")}
+    )
+    host = host_from(
+        STACK.replace('branch: "550"', 'branch: "580"').replace('"12.4"', '"13.0"')
+        .replace('"2.21"', '"2.28"').replace("cuda_env: true", "cuda_env: false")
+    )  # fmt: skip
+    plan = plan_host(host, facts, probes=NO_SYSTEMD)
+    assert plan.refused is None, plan.refused
+    by_role = {(c.role, c.op): c for c in plan.changes}
+    # loaded module is the wanted release: no reboot, whatever else is installed
+    assert not plan.needs_reboot
+    # NCCL is exactly the pinned, held build; the cuda alternative already points at 13.0
+    assert ("nccl", "apt_packages") not in by_role
+    assert ("cuda_toolkit", "alternatives") not in by_role
+    # cuDNN is installed at the pinned version; only the dev package's hold is missing
+    cudnn = by_role[("cudnn", "apt_packages")]
+    assert cudnn.reason == "libcudnn9-dev-cuda-13 not held"
+    assert cudnn.commands == ["apt-mark hold libcudnn9-dev-cuda-13"]
+    # the capture's toolkit came as components, without the cuda-toolkit-13-0 package
+    assert by_role[("cuda_toolkit", "apt_packages")].reason == "cuda-toolkit-13-0 missing"
+
+
+def test_dpkg_interrupted_is_finished_first(host: Host) -> None:
+    facts = converged(host, fresh_facts()).model_copy(update={"dpkg_interrupted": True})
+    plan = plan_host(host, facts, probes=NO_SYSTEMD)
+    assert [c.commands for c in plan.changes] == [
+        ["env DEBIAN_FRONTEND=noninteractive dpkg --force-confold --configure -a"]
+    ]
+
+
+def test_refusals(host: Host) -> None:
+    def refused(facts: HostFacts, h: Host = host) -> str:
+        why = plan_host(h, facts).refused
+        assert why is not None
+        return why
+
+    debian = fresh_facts().model_copy(
+        update={"os": OsRelease(id="debian", version_id="12", pretty_name="Debian 12")}
+    )
+    assert refused(debian).startswith("unsupported OS: Debian 12")
+    assert refused(fresh_facts("24.04")) == (
+        "CUDA 12.4 has no repository for Ubuntu 24.04 (it has 20.04, 22.04): "
+        "pick another toolkit or release"
+    )
+    assert refused(fresh_facts(secure_boot=True)).startswith("Secure Boot is on")
+    from gpunode.facts.model import Disk
+
+    small = fresh_facts(disks=[Disk(path="/", free_bytes=3 * 10**9, total_bytes=10**10)])
+    assert refused(small) == (
+        "too little disk for CUDA 12.4: 3.0 GB free under /usr/local, 8.0 GB needed; "
+        "free space or add a disk"
+    )
+    bad = host_from(STACK.replace('"12.4"', '"12.8"'))
+    assert "CUDA 12.8 needs driver >= 570.26" in refused(fresh_facts(), bad)
+
+
+def test_secure_boot_with_the_wanted_module_already_loaded_is_fine(host: Host) -> None:
+    facts = converged(host, fresh_facts(secure_boot=True))
+    assert plan_host(host, facts, probes=NO_SYSTEMD).refused is None
+
+
+def test_inventory_values_reach_the_shell_quoted(fresh: HostFacts) -> None:
+    evil = "http://127.0.0.1:8080/x$(id); reboot"
+    host = host_from(STACK.replace("http://127.0.0.1:8080/cuda/repos", evil))
+    cmd = plan_host(host, fresh, probes=NO_SYSTEMD).changes[0].commands[0]
+    argv = shlex.split(cmd)
+    assert argv[-1] == f"{evil}/ubuntu2204/x86_64/cuda-keyring_1.1-1_all.deb"
+
+
+def test_tags_select_roles(host: Host, fresh: HostFacts) -> None:
+    plan = plan_host(host, fresh, probes=NO_SYSTEMD, tags={"nccl"})
+    assert [c.role for c in plan.changes] == ["nccl"]
+
+
+def test_service_probes_decide_persistenced(host: Host, fresh: HostFacts) -> None:
+    keys = {p.command: p.key for p in probes_for(host, fresh)}
+    assert "systemctl is-enabled --quiet nvidia-persistenced" in keys
+    probes = {k: False for k in keys.values()} | {"systemd": True}
+    svc = [c for c in plan_host(host, fresh, probes=probes).changes if c.op == "service"]
+    assert svc[0].commands == [
+        "systemctl enable nvidia-persistenced",
+        "systemctl start nvidia-persistenced",
+    ]
+    probes = {k: True for k in keys.values()}
+    assert not [c for c in plan_host(host, fresh, probes=probes).changes if c.op == "service"]
+
+
+def test_users_own_role_next_to_the_inventory(tmp_path: Path, fresh: HostFacts) -> None:
+    role = tmp_path / "roles" / "motd"
+    (role / "templates").mkdir(parents=True)
+    (role / "defaults.yaml").write_text('motd_owner: "lab admins"\n')
+    (role / "tasks.yaml").write_text(
+        "- name: message of the day\n  op: template\n  src: motd.j2\n  path: /etc/motd\n"
+        "- name: never the cuda meta package\n  op: apt_packages\n  packages: [htop]\n"
+        "  never: [cuda]\n"
+    )
+    (role / "templates" / "motd.j2").write_text("GPU host {{ host.name }}, ask {{ motd_owner }}\n")
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("hosts:\n  gpu1: {connection: local, stack: {roles: [motd]}}\n")
+    from gpunode.inventory import load
+    from gpunode.roles import search_path
+
+    h = load(inv).hosts["gpu1"]
+    plan = plan_host(h, fresh, search=search_path(inv))
+    motd = [c.after for c in plan.changes if c.op == "template"]
+    assert motd == ["GPU host gpu1, ask lab admins\n"]
+    assert plan.changes[1].commands[-1].endswith("install htop")
+
+    (role / "templates" / "motd.j2").write_text("{{ undefined_thing }}\n")
+    from gpunode.roles.loader import load_role
+
+    load_role.cache_clear()
+    why = plan_host(h, fresh, search=search_path(inv)).refused
+    assert why is not None and "motd.j2" in why and "undefined_thing" in why
+
+    (role / "tasks.yaml").write_text("- name: bad\n  op: apt_packages\n  packages: [cuda]\n"
+                                     "  never: [cuda]\n")  # fmt: skip
+    load_role.cache_clear()
+    why = plan_host(h, fresh, search=search_path(inv)).refused
+    assert why == f"{role / 'tasks.yaml'}:1:3: refusing to install cuda: listed under never"
