@@ -140,6 +140,8 @@ class SSHTransport:
             )
         try:
             sock = socket.create_connection((ep.hostname, ep.port), timeout=timeout)
+            # small request/response packets: without this, Nagle plus delayed ACKs add ~40 ms
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except OSError as exc:
             raise HostUnreachableError(
                 f"cannot connect to {ep.hostname}:{ep.port}: {exc.strerror or exc}"
