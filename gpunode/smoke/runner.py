@@ -70,6 +70,16 @@ class HostSmoke:
             out[status] = out.get(status, 0) + 1
         return out
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> HostSmoke:
+        """Back from `to_json` (run records, fixtures)."""
+        return cls(
+            host=str(data["host"]),
+            results=list(data.get("results") or []),
+            unreachable=data.get("unreachable"),
+            seconds=float(data.get("seconds") or 0.0),
+        )
+
     def to_json(self) -> dict[str, Any]:
         return {
             "host": self.host,

@@ -24,12 +24,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def find_toolkits(root: str) -> list[tuple[str, str]]:
-    """(version, nvcc) for each <root>/cuda-X.Y/bin/nvcc, oldest first."""
-    found = []
+    """(version, nvcc) for each <root>/cuda-X.Y/bin/nvcc, oldest first.
+
+    NVIDIA's packages add links (cuda-13 -> cuda-13.0): one toolkit is built with once,
+    under its most precise name.
+    """
+    by_target: dict[str, tuple[str, str]] = {}
     for nvcc in glob.glob(os.path.join(root, "cuda-*", "bin", "nvcc")):
         version = os.path.basename(os.path.dirname(os.path.dirname(nvcc)))[len("cuda-") :]
-        if re.fullmatch(r"\d+(\.\d+)*", version) and os.access(nvcc, os.X_OK):
-            found.append((version, nvcc))
+        if not (re.fullmatch(r"\d+(\.\d+)*", version) and os.access(nvcc, os.X_OK)):
+            continue
+        target = os.path.realpath(nvcc)
+        if target not in by_target or len(version) > len(by_target[target][0]):
+            by_target[target] = (version, nvcc)
+    found = list(by_target.values())
     if not found:
         # A toolkit installed elsewhere (a runfile into /usr/local/cuda, or distro nvcc).
         nvcc = shutil.which("nvcc") or os.path.join(root, "cuda", "bin", "nvcc")
