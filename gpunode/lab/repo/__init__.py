@@ -1,0 +1,9 @@
+"""The lab's package repository: NVIDIA-style signed apt folders, stand-in wheels, conda.
+
+`build_repository(dest, base_url)` builds it once (cached by generator version and URL)
+and returns the folder the lab serves over HTTP at base_url.
+"""
+
+from gpunode.lab.repo.build import build_repository
+
+__all__ = ["build_repository"]

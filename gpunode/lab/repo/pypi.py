@@ -1,0 +1,256 @@
+"""Stand-in Python wheels and PEP 503 indexes for the lab (torch, tensorflow, nvidia-*).
+
+Laid out like the real services: pip/simple/ plays PyPI, pip/cu124/ (and every other
+variant) plays https://download.pytorch.org/whl/cu124/. Each wheel is a tiny pure-Python
+package with the real distribution name and version; importing it says it is a stand-in.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import io
+import re
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpunode.compat import rules as compat
+
+# Latest patch release of each minor PyTorch/TensorFlow release (pytorch.org, pypi.org).
+TORCH_RELEASES = {
+    "2.2": "2.2.2",
+    "2.3": "2.3.1",
+    "2.4": "2.4.1",
+    "2.5": "2.5.1",
+    "2.6": "2.6.0",
+    "2.7": "2.7.1",
+    "2.8": "2.8.0",
+    "2.9": "2.9.1",
+    "2.10": "2.10.0",
+    "2.11": "2.11.0",
+}
+# The CUDA variant that PyPI's own torch wheel is built with.
+TORCH_PYPI_VARIANT = {
+    "2.2": "cu121",
+    "2.3": "cu121",
+    "2.4": "cu121",
+    "2.5": "cu124",
+    "2.6": "cu124",
+    "2.7": "cu126",
+    "2.8": "cu128",
+    "2.9": "cu128",
+    "2.10": "cu128",
+    "2.11": "cu130",
+}
+TORCH_CUDNN12 = {"2.2": 8902, "2.3": 8902, "2.4": 90100, "2.5": 90100, "2.6": 90501, "2.7": 90701}
+TF_RELEASES = {
+    "2.14": "2.14.1",
+    "2.15": "2.15.1",
+    "2.16": "2.16.2",
+    "2.17": "2.17.1",
+    "2.18": "2.18.1",
+    "2.19": "2.19.1",
+    "2.20": "2.20.0",
+}
+CUDA_RUNTIME_WHEEL = {"11.8": "11.8.89", "12.2": "12.2.140", "12.3": "12.3.101", "12.5": "12.5.82"}
+CUDNN_WHEEL = {"8.7": "8.7.0.84", "8.9": "8.9.7.29", "9.3": "9.3.0.75"}
+
+NOTE = "gpunode lab stand-in: no GPU code inside; the lab's GPUs are simulated."
+
+
+@dataclass
+class Wheel:
+    name: str  # distribution name as published: torch, nvidia-cudnn-cu12
+    version: str
+    files: dict[str, str]
+    requires: list[str] = field(default_factory=list)
+    extras: list[str] = field(default_factory=list)
+
+    @property
+    def dist(self) -> str:
+        return re.sub(r"[-_.]+", "_", self.name)
+
+    @property
+    def filename(self) -> str:
+        return f"{self.dist}-{self.version}-py3-none-any.whl"
+
+    def build(self) -> bytes:
+        info = f"{self.dist}-{self.version}.dist-info"
+        meta = [
+            "Metadata-Version: 2.1",
+            f"Name: {self.name}",
+            f"Version: {self.version}",
+            f"Summary: {NOTE}",
+            *(f"Provides-Extra: {e}" for e in self.extras),
+            *(f"Requires-Dist: {r}" for r in self.requires),
+        ]
+        contents = dict(self.files)
+        contents[f"{info}/METADATA"] = "\n".join(meta) + "\n\n" + NOTE + "\n"
+        contents[f"{info}/WHEEL"] = (
+            "Wheel-Version: 1.0\nGenerator: gpunode-lab\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        )
+        record = []
+        for path, text in contents.items():
+            data = text.encode()
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            record.append(f"{path},sha256={digest},{len(data)}")
+        record.append(f"{info}/RECORD,,")
+        contents[f"{info}/RECORD"] = "\n".join(record) + "\n"
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+            for path, text in contents.items():
+                zi = zipfile.ZipInfo(path, date_time=(2024, 1, 1, 0, 0, 0))
+                zi.external_attr = 0o644 << 16
+                zi.compress_type = zipfile.ZIP_DEFLATED
+                z.writestr(zi, text)
+        return buf.getvalue()
+
+
+def _cudnn_for(minor: str, variant: str) -> int:
+    if variant.startswith("cu11"):
+        return 8700 if minor in ("2.2", "2.3") else 90100
+    if variant.startswith("cu13"):
+        return 91300
+    return TORCH_CUDNN12.get(minor, 91002)
+
+
+def torch_wheel(minor: str, variant: str, local: bool = True) -> Wheel:
+    release = TORCH_RELEASES.get(minor, f"{minor}.0")
+    version = f"{release}+{variant}" if local else release
+    cuda = compat.variant_cuda(variant)
+    init = f'''"""torch ({NOTE})"""
+
+__version__ = "{version}"
+STAND_IN = True
+
+from torch import backends, cuda, version  # noqa: E402
+
+
+def tensor(data, device=None):
+    raise RuntimeError("torch stand-in: tensors are not simulated")
+'''
+    files = {
+        "torch/__init__.py": init,
+        "torch/version.py": (
+            f'__version__ = "{version}"\ncuda = "{cuda}"\ngit_version = "stand-in"\n'
+        ),
+        "torch/cuda.py": (
+            f'"""torch.cuda stand-in: {NOTE}"""\n\n'
+            "STAND_IN_NOTE = (\n"
+            '    "torch stand-in from the gpunode lab: CUDA is not available "\n'
+            '    "because the lab simulates its GPUs"\n'
+            ")\n\n\n"
+            "def is_available():\n    return False\n\n\n"
+            "def device_count():\n    return 0\n\n\n"
+            "def get_device_name(index=0):\n    raise RuntimeError(STAND_IN_NOTE)\n"
+        ),
+        "torch/backends/__init__.py": "from torch.backends import cudnn  # noqa: F401\n",
+        "torch/backends/cudnn.py": (
+            f"def version():\n    return {_cudnn_for(minor, variant)}\n\n\n"
+            "def is_available():\n    return True\n"
+        ),
+    }
+    return Wheel("torch", version, files)
+
+
+def tensorflow_wheel(minor: str, tested: dict[str, str]) -> list[Wheel]:
+    version = TF_RELEASES.get(minor, f"{minor}.0")
+    cuda, cudnn = tested["cuda"], tested["cudnn"]
+    cmajor = cuda.split(".")[0]
+    rt = Wheel(
+        f"nvidia-cuda-runtime-cu{cmajor}",
+        CUDA_RUNTIME_WHEEL.get(cuda, f"{cuda}.0"),
+        {"nvidia/cuda_runtime/STAND_IN.txt": NOTE + "\n"},
+    )
+    dnn = Wheel(
+        f"nvidia-cudnn-cu{cmajor}",
+        CUDNN_WHEEL.get(cudnn, f"{cudnn}.0.0"),
+        {"nvidia/cudnn/STAND_IN.txt": NOTE + "\n"},
+    )
+    init = f'''"""tensorflow ({NOTE})"""
+
+__version__ = "{version}"
+STAND_IN = True
+
+from tensorflow import config, sysconfig, test  # noqa: E402,F401
+'''
+    files = {
+        "tensorflow/__init__.py": init,
+        "tensorflow/config.py": (
+            "def list_physical_devices(device_type=None):\n"
+            '    if device_type in (None, "CPU"):\n'
+            '        return ["/physical_device:CPU:0"]\n'
+            "    return []\n"
+        ),
+        "tensorflow/sysconfig.py": (
+            "def get_build_info():\n"
+            f'    return {{"cuda_version": "{cuda}", "cudnn_version": "{cudnn.split(".")[0]}", '
+            '"is_cuda_build": True, "is_rocm_build": False}\n'
+        ),
+        "tensorflow/test.py": "def is_built_with_cuda():\n    return True\n",
+    }
+    tf = Wheel(
+        "tensorflow",
+        version,
+        files,
+        extras=["and-cuda"],
+        requires=[
+            f'{rt.name}=={rt.version}; extra == "and-cuda"',
+            f'{dnn.name}=={dnn.version}; extra == "and-cuda"',
+        ],
+    )
+    return [tf, rt, dnn]
+
+
+def _normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _write_index(folder: Path, wheels: list[Wheel]) -> None:
+    by_project: dict[str, dict[str, Wheel]] = {}
+    for w in wheels:
+        by_project.setdefault(_normalize(w.name), {})[w.filename] = w
+    links = []
+    for project in sorted(by_project):
+        pdir = folder / project
+        pdir.mkdir(parents=True, exist_ok=True)
+        anchors = []
+        for filename, w in sorted(by_project[project].items()):
+            data = w.build()
+            (pdir / filename).write_bytes(data)
+            sha = hashlib.sha256(data).hexdigest()
+            anchors.append(f'<a href="{html.escape(filename)}#sha256={sha}">{filename}</a><br/>')
+        (pdir / "index.html").write_text(_page(f"Links for {project}", anchors))
+        links.append(f'<a href="{project}/">{project}</a><br/>')
+    (folder / "index.html").write_text(_page("Simple index (gpunode lab stand-ins)", links))
+
+
+def _page(title: str, body: list[str]) -> str:
+    return (
+        f"<!DOCTYPE html>\n<html><head><title>{html.escape(title)}</title></head><body>\n"
+        f"<h1>{html.escape(title)}</h1>\n" + "\n".join(body) + "\n</body></html>\n"
+    )
+
+
+def build_index(root: Path) -> list[str]:
+    """Write pip/simple/ and pip/<variant>/ under `root`; return the folder names."""
+    simple: list[Wheel] = []
+    variants: dict[str, list[Wheel]] = {}
+    table: dict[str, list[str]] = compat.rules()["torch_variants"]
+    for minor, names in table.items():
+        for variant in names:
+            variants.setdefault(variant, []).append(torch_wheel(minor, variant))
+        simple.append(torch_wheel(minor, TORCH_PYPI_VARIANT.get(minor, names[-1]), local=False))
+    tf_table: dict[str, dict[str, str]] = compat.rules()["tensorflow_tested"]
+    for minor, tested in tf_table.items():
+        simple += tensorflow_wheel(minor, tested)
+    _write_index(root / "simple", simple)
+    for variant, wheels in variants.items():
+        _write_index(root / variant, wheels)
+    (root / "README.txt").write_text(
+        "Stand-in wheels for gpunode's lab. simple/ plays PyPI; cuXYZ/ plays "
+        "https://download.pytorch.org/whl/cuXYZ/.\n" + NOTE + "\n"
+    )
+    return ["simple", *sorted(variants)]

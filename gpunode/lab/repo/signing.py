@@ -1,0 +1,95 @@
+"""The repository's signing key: generated once with gpg, kept beside the build, reused."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+KEY_UID = "gpunode lab repository signing key (stand-in for NVIDIA's) <lab@gpunode.invalid>"
+
+
+class SigningError(RuntimeError):
+    pass
+
+
+def _gpg(home: Path, *args: str, stdin: bytes | None = None) -> bytes:
+    cmd = ["gpg", "--homedir", str(home), "--batch", "--quiet", "--no-tty", *args]
+    proc = subprocess.run(cmd, input=stdin, capture_output=True, check=False)
+    if proc.returncode != 0:
+        raise SigningError(
+            f"gpg {' '.join(args[:2])} failed ({proc.returncode}): "
+            f"{proc.stderr.decode(errors='replace').strip()}"
+        )
+    return proc.stdout
+
+
+class Signer:
+    """Signs Release files with a key stored (unprotected) under `keydir`."""
+
+    def __init__(self, keydir: Path) -> None:
+        self.keydir = keydir
+        self._home: Path | None = None
+
+    def __enter__(self) -> Signer:
+        # A private GNUPGHOME per build: gpg-agent sockets never outlive the build.
+        self._home = Path(tempfile.mkdtemp(prefix="gpunode-lab-gpg-"))
+        os.chmod(self._home, 0o700)
+        secret = self.keydir / "secret.asc"
+        if not secret.exists():
+            self._generate(secret)
+        _gpg(self._home, "--import", str(secret))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._home is not None:
+            subprocess.run(
+                ["gpgconf", "--homedir", str(self._home), "--kill", "all"],
+                capture_output=True,
+                check=False,
+            )
+            shutil.rmtree(self._home, ignore_errors=True)
+            self._home = None
+
+    @property
+    def home(self) -> Path:
+        if self._home is None:
+            raise SigningError("Signer used outside its `with` block")
+        return self._home
+
+    def _generate(self, secret: Path) -> None:
+        self.keydir.mkdir(parents=True, exist_ok=True)
+        _gpg(
+            self.home,
+            "--passphrase",
+            "",
+            "--quick-gen-key",
+            KEY_UID,
+            "rsa3072",
+            "sign",
+            "never",
+        )
+        armored = _gpg(self.home, "--armor", "--export-secret-keys")
+        tmp = secret.with_suffix(".tmp")
+        tmp.write_bytes(armored)
+        os.chmod(tmp, 0o600)
+        tmp.replace(secret)
+
+    def public_keyring(self) -> bytes:
+        """The binary keyring apt's signed-by= reads (like cuda-archive-keyring.gpg)."""
+        return _gpg(self.home, "--export")
+
+    def sign_release(self, folder: Path) -> None:
+        release = folder / "Release"
+        for name in ("InRelease", "Release.gpg"):
+            (folder / name).unlink(missing_ok=True)
+        _gpg(
+            self.home, "--digest-algo", "SHA256", "--clearsign", "-o",
+            str(folder / "InRelease"), str(release),
+        )  # fmt: skip
+        _gpg(
+            self.home, "--digest-algo", "SHA256", "--armor", "--detach-sign", "-o",
+            str(folder / "Release.gpg"), str(release),
+        )  # fmt: skip
