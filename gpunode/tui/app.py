@@ -149,9 +149,8 @@ class GpunodeApp(App[int]):
     # -- actions -------------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if self.mode == "top" and action in ("retry", "tab"):
-            return None  # `gpunode top` has no run: hide these keys
-        return True
+        # `gpunode top` has no run: hide the run's keys.
+        return not (self.mode == "top" and action in ("retry", "tab"))
 
     def action_tab(self, tab: str) -> None:
         if self.mode != "run":
