@@ -4,7 +4,7 @@
 # Idempotent and quiet: prints only what it installs, or errors. Needs root.
 set -eu
 PACKAGES="openssh-server openssh-client sudo iproute2 util-linux gnupg dpkg-dev apt-utils \
-tmux openssl procps kmod python3"
+tmux openssl procps python3"
 
 if [ "$(id -u)" != 0 ]; then
     echo "setup-lab-deps: run as root (sudo $0)" >&2
@@ -22,6 +22,9 @@ done
 [ -n "$missing" ] || exit 0
 echo "setup-lab-deps: installing$missing"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq >/dev/null
+if ! out=$(apt-get update -qq 2>&1); then echo "$out" >&2; exit 1; fi
 # shellcheck disable=SC2086
-apt-get install -y -qq --no-install-recommends $missing >/dev/null
+if ! out=$(apt-get install -y -qq --no-install-recommends $missing 2>&1); then
+    echo "$out" >&2
+    exit 1
+fi

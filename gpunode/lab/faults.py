@@ -14,19 +14,23 @@ import signal
 import socket
 import subprocess
 import threading
-from typing import TYPE_CHECKING, Any
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from gpunode.lab import hostinit, netem, procs
+from gpunode.lab import hostinit, procs
 from gpunode.lab.standins import DPKG_LOCKER, SECURE_BOOT_VAR
 
 if TYPE_CHECKING:
     from gpunode.lab.supervisor import Host, Supervisor
 
+T = TypeVar("T")
+
 KNOBS = {
     "refuse": "connections are refused (sshd is stopped)",
     "stall": "connections are accepted, then nothing is ever said",
     "drop": "SSH sessions are cut after VALUE seconds (default 2)",
-    "latency": "every round trip takes VALUE more milliseconds (tc netem)",
+    "latency": "every round trip takes VALUE more milliseconds (a delaying relay)",
     "dpkg-lock": "another process holds /var/lib/dpkg/lock-frontend",
     "disk-full": "/var/cache/apt/archives is a nearly full 8 MiB filesystem",
     "secure-boot": "Secure Boot is enabled in the firmware",
@@ -113,12 +117,19 @@ def sshd_pid(init_pid: int | None) -> int | None:
 
 
 def drop_sessions(init_pid: int | None, after_s: float) -> None:
-    """Cut every SSH session of the host that is older than `after_s` seconds."""
+    """Cut every SSH session of the host that is older than `after_s` seconds: the
+    session's privileged and user processes and everything they started."""
     master = sshd_pid(init_pid)
-    if master is None:
+    if init_pid is None or master is None:
         return
-    for pid in procs.children(master):
-        if procs.age_seconds(pid) >= after_s:
+    # sessions hang off the listener; a session whose monitor died hangs off init
+    heads = procs.children(master) + [
+        p for p in procs.children(init_pid) if p != master and procs.comm(p) == "sshd"
+    ]
+    for head in heads:
+        if procs.age_seconds(head) < after_s:
+            continue
+        for pid in [head, *procs.descendants(head)]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
 
@@ -163,6 +174,23 @@ def _running(host: Host) -> int:
     return pid
 
 
+def _toggle(f: dict[str, Any], knob: str, off: bool) -> None:
+    if off:
+        f.pop(knob, None)
+    else:
+        f[knob] = True
+
+
+def bind_retry(make: Callable[[], T]) -> T:
+    """Take over a port that a stopping sshd is still releasing."""
+    for _ in range(60):
+        try:
+            return make()
+        except OSError:
+            time.sleep(0.05)
+    return make()
+
+
 def apply(sup: Supervisor, host: Host, knob: str, value: Any, off: bool) -> dict[str, Any]:
     if knob not in KNOBS:
         return {"ok": False, "error": f"unknown knob {knob!r}; knobs: {', '.join(KNOBS)}"}
@@ -171,24 +199,10 @@ def apply(sup: Supervisor, host: Host, knob: str, value: Any, off: bool) -> dict
     if knob in ("refuse", "stall"):
         if off:
             f.pop(knob, None)
-            if knob == "stall" and host.stall is not None:
-                host.stall.close()
-                host.stall = None
         else:
             f[knob] = True
-        pid = host.init_pid
-        if pid is not None:
-            os.kill(pid, signal.SIGUSR1 if not ("refuse" in f or "stall" in f) else signal.SIGUSR2)
-        if knob == "stall" and not off and host.stall is None:
-            # sshd stops asynchronously: retry the bind briefly
-            for _ in range(50):
-                try:
-                    host.stall = StallListener(host.address, sup.cfg.port)
-                    break
-                except OSError:
-                    threading.Event().wait(0.05)
-            if host.stall is None:
-                return {"ok": False, "error": "could not take over the host's SSH port"}
+        host.set_faults(f)
+        sup.sync_listeners(host)
     elif knob == "drop":
         if off:
             f.pop("drop", None)
@@ -197,12 +211,12 @@ def apply(sup: Supervisor, host: Host, knob: str, value: Any, off: bool) -> dict
     elif knob == "latency":
         if off:
             f.pop("latency", None)
-            netem.clear_latency(host.address)
-            netem.remove_if_unused()
         else:
-            ms = int(value)
-            netem.set_latency(host.address, ms)
-            f["latency"] = ms
+            if value is None or not str(value).isdigit():
+                return {"ok": False, "error": "latency needs milliseconds: fault HOST latency 200"}
+            f["latency"] = int(value)
+        host.set_faults(f)
+        sup.sync_listeners(host)
     elif knob == "dpkg-lock":
         pid = _running(host)
         if off:
@@ -223,17 +237,15 @@ def apply(sup: Supervisor, host: Host, knob: str, value: Any, off: bool) -> dict
                 return {"ok": False, "error": out.stderr.strip()}
             f[knob] = True
     elif knob == "secure-boot":
-        f.pop(knob, None) if off else f.__setitem__(knob, True)
-        pid = host.init_pid
-        if pid is not None:
-            var = f"/proc/{pid}/root/sys/firmware/efi/efivars/{SECURE_BOOT_VAR}"
+        _toggle(f, knob, off)
+        if (init := host.init_pid) is not None:
+            var = f"/proc/{init}/root/sys/firmware/efi/efivars/{SECURE_BOOT_VAR}"
             with open(var, "wb") as fh:
                 fh.write(hostinit.secure_boot_bytes(not off))
     elif knob == "nouveau":
-        f.pop(knob, None) if off else f.__setitem__(knob, True)
-        pid = host.init_pid
-        if pid is not None:
-            d = f"/proc/{pid}/root/sys/module/nouveau"
+        _toggle(f, knob, off)
+        if (init := host.init_pid) is not None:
+            d = f"/proc/{init}/root/sys/module/nouveau"
             if off:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(f"{d}/initstate")

@@ -4,8 +4,9 @@ Runs inside fresh mount, PID, UTS and IPC namespaces (made by `unshare`), so eve
 here is private to the host and disappears with it, and every process of the host dies
 when this one exits. Standard library only: it is run by path with `python -I`.
 
-Signals: SIGINT = reboot (exit 100), SIGTERM = power off (exit 101),
-SIGUSR1 = start sshd, SIGUSR2 = stop sshd (new connections are refused).
+Signals: SIGINT = reboot (exit 100), SIGTERM = power off (exit 101), SIGUSR1 = make
+sshd match ctl/sshd.json ({"run": bool, "listen": "ADDRESS:PORT"}), which the
+supervisor writes before each boot and before each signal.
 """
 
 from __future__ import annotations
@@ -145,33 +146,50 @@ def build_root(spec: dict[str, Any]) -> None:
 
 
 class Init:
-    def __init__(self, spec: dict[str, Any]) -> None:
+    def __init__(self, spec: dict[str, Any], ctl_fd: int) -> None:
         self.spec = spec
+        self.ctl_fd = ctl_fd
         self.sshd: subprocess.Popen[bytes] | None = None
+        self.listen = ""
 
-    def start_sshd(self) -> None:
-        if self.sshd is not None and self.sshd.poll() is None:
-            return
-        listen = f"{self.spec['address']}:{self.spec['port']}"
-        self.sshd = subprocess.Popen(
-            ["/usr/sbin/sshd", "-D", "-E", "/var/log/sshd.log", "-o", f"ListenAddress={listen}"],
-            stdin=subprocess.DEVNULL,
-            close_fds=True,
-        )
+    def wanted(self) -> tuple[bool, str]:
+        default = f"{self.spec['address']}:{self.spec['port']}"
+        try:
+            fd = os.open("sshd.json", os.O_RDONLY, dir_fd=self.ctl_fd)
+            with os.fdopen(fd) as f:
+                want = json.load(f)
+            return bool(want.get("run", True)), str(want.get("listen") or default)
+        except (OSError, ValueError):
+            return True, default
 
-    def stop_sshd(self) -> None:
-        if self.sshd is not None and self.sshd.poll() is None:
-            self.sshd.terminate()
+    def reconcile(self) -> None:
+        run, listen = self.wanted()
+        alive = self.sshd is not None and self.sshd.poll() is None
+        if alive and (not run or listen != self.listen):
+            assert self.sshd is not None
+            self.sshd.terminate()  # the listener only: open sessions carry on
             self.sshd.wait()
-        self.sshd = None
+            alive = False
+        if run and not alive:
+            self.listen = listen
+            self.sshd = subprocess.Popen(
+                [
+                    "/usr/sbin/sshd",
+                    "-D",
+                    "-E",
+                    "/var/log/sshd.log",
+                    "-o",
+                    f"ListenAddress={listen}",
+                ],
+                stdin=subprocess.DEVNULL,
+                close_fds=True,
+            )
 
     def run(self) -> None:
         signal.signal(signal.SIGINT, lambda *_: os._exit(EXIT_REBOOT))
         signal.signal(signal.SIGTERM, lambda *_: os._exit(EXIT_POWEROFF))
-        signal.signal(signal.SIGUSR1, lambda *_: self.start_sshd())
-        signal.signal(signal.SIGUSR2, lambda *_: self.stop_sshd())
-        if self.spec.get("start_sshd", True):
-            self.start_sshd()
+        signal.signal(signal.SIGUSR1, lambda *_: self.reconcile())
+        self.reconcile()
         with open("/run/gpunode-lab-ready", "w") as f:
             f.write(f"{time.time()}\n")
         while True:  # PID 1 adopts every orphan of the host: reap them all
@@ -185,6 +203,7 @@ def main() -> None:
     with open(sys.argv[1]) as f:
         spec: dict[str, Any] = json.load(f)
     build_root(spec)
+    ctl_fd = os.open(spec["ctl"], os.O_RDONLY | os.O_DIRECTORY)
     socket.sethostname(spec["name"])
     os.chroot(spec["merged"])
     os.chdir("/")
@@ -194,7 +213,7 @@ def main() -> None:
     )
     if spec.get("disk_full"):
         subprocess.run(["/bin/sh", "-c", DISK_FULL_SH], check=False)
-    Init(spec).run()
+    Init(spec, ctl_fd).run()
 
 
 if __name__ == "__main__":

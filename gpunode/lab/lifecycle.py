@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpunode.lab import control, netem, procs
+from gpunode.lab import control, procs
 from gpunode.lab.rootfs import build_base, generate_host_key, hash_password, prepare_upper
 from gpunode.lab.state import LabConfig, LabPaths, host_names
 
@@ -199,7 +199,6 @@ def _pid_alive(pid: int) -> bool:
 
 
 def down(paths: LabPaths, say: Say = _quiet) -> None:
-    cfg = paths.load_config()
     if control.alive(paths):
         with contextlib.suppress(control.SupervisorGone):
             control.request(paths, "shutdown", timeout=30)
@@ -219,10 +218,6 @@ def down(paths: LabPaths, say: Say = _quiet) -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         time.sleep(0.05)
-    if cfg is not None:
-        for i in range(cfg.hosts):
-            netem.clear_latency(cfg.address(i))
-    netem.remove_if_unused()
     for point in sorted(mounts_under(paths.root), key=len, reverse=True):
         out = subprocess.run(["umount", point], capture_output=True, text=True, check=False)
         if out.returncode != 0:

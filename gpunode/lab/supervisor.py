@@ -26,8 +26,9 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from gpunode.lab import faults, hostinit, netem, procs
+from gpunode.lab import faults, hostinit, procs
 from gpunode.lab.gpumodels import MODELS, pci_devices
+from gpunode.lab.latency import PORT_OFFSET, LatencyRelay
 from gpunode.lab.rootfs import prepare_upper
 from gpunode.lab.state import HostPaths, LabConfig, LabPaths
 
@@ -55,6 +56,7 @@ class Host:
         self.boots = 0
         self.powered = True
         self.stall: faults.StallListener | None = None
+        self.relay: LatencyRelay | None = None
         self.faults: dict[str, Any] = paths.load_faults()
 
     def set_faults(self, new: dict[str, Any]) -> None:
@@ -114,11 +116,11 @@ class Supervisor:
             "ctl": str(host.paths.ctl),
             "boot_id": host.boot_id,
             "pci": self.pci,
-            "start_sshd": not ("refuse" in f or "stall" in f),
             "secure_boot": "secure-boot" in f,
             "nouveau": "nouveau" in f,
             "disk_full": "disk-full" in f,
         }
+        self.sync_listeners(host, signal_init=False)
         spec_path = host.paths.ctl / "spec.json"
         spec_path.write_text(json.dumps(spec, indent=2) + "\n")
         logf = open(host.paths.log, "ab")  # noqa: SIM115 -- handed to the child
@@ -145,9 +147,32 @@ class Supervisor:
             preexec_fn=_die_with_parent,
         )
         logf.close()
-        if "stall" in f and host.stall is None:
-            host.stall = faults.StallListener(host.address, self.cfg.port)
         host.powered = True
+
+    def sync_listeners(self, host: Host, signal_init: bool = True) -> None:
+        """Who answers on the host's SSH port: sshd, nobody (refuse), a staller, a relay."""
+        f = host.faults
+        port = self.cfg.port
+        stall = "stall" in f
+        delay = int(f["latency"]) if "latency" in f and not stall and "refuse" not in f else 0
+        if host.stall is not None and not stall:
+            host.stall.close()
+            host.stall = None
+        if host.relay is not None and host.relay.delay != delay / 2000.0:
+            host.relay.close()
+            host.relay = None
+        want = {
+            "run": not (stall or "refuse" in f),
+            "listen": f"{host.address}:{port + PORT_OFFSET if delay else port}",
+        }
+        (host.paths.ctl / "sshd.json").write_text(json.dumps(want) + "\n")
+        pid = host.init_pid
+        if signal_init and pid is not None:
+            os.kill(pid, signal.SIGUSR1)
+        if stall and host.stall is None:
+            host.stall = faults.bind_retry(lambda: faults.StallListener(host.address, port))
+        if delay and host.relay is None:
+            host.relay = faults.bind_retry(lambda: LatencyRelay(host.address, port, delay))
 
     def after_boot(self, host: Host) -> None:
         """Faults that are processes in the host start again after each boot."""
@@ -208,11 +233,8 @@ class Supervisor:
             return {"ok": True}
         if op == "reset":
             self.kill(host)
-            if host.stall is not None:
-                host.stall.close()
-                host.stall = None
-            netem.clear_latency(host.address)
             host.set_faults({})
+            self.sync_listeners(host, signal_init=False)
             prepare_upper(host.paths, host.name, self.cfg)
             self.boot(host)
             return {"ok": True}
@@ -266,10 +288,9 @@ class Supervisor:
                     host.proc.kill()
         for host in self.hosts.values():
             self.kill(host)
-            if host.stall is not None:
-                host.stall.close()
-            netem.clear_latency(host.address)
-        netem.remove_if_unused()
+            for listener in (host.stall, host.relay):
+                if listener is not None:
+                    listener.close()
 
 
 class _Handler(socketserver.StreamRequestHandler):
