@@ -6,10 +6,10 @@ from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
 
-from gpunode.facts.model import HostFacts
+from gpunode.facts.model import HostFacts, OsRelease
 from gpunode.inventory.model import Host
 from gpunode.plan.change import Change, HostPlan, Step
-from gpunode.plan.refuse import refusal
+from gpunode.plan.refuse import NVIDIA_RELEASES, refusal
 from gpunode.plan.walk import walk
 from gpunode.roles.loader import RoleError, search_path
 from gpunode.roles.ops import OpContext, Probe
@@ -21,11 +21,14 @@ DPKG_CONFIGURE = "env DEBIAN_FRONTEND=noninteractive dpkg --force-confold --conf
 def managed_paths(host: Host, search: tuple[Path, ...] | None = None) -> list[str]:
     """Files the facts round trip should hash for this host's roles (errors surface later)."""
     out: list[str] = []
-    try:
-        for st in walk(host, HostFacts(), search or search_path(None)):
-            out += [p for p in st.op.paths(st.args) if p not in out]
-    except (RoleError, ValueError):
-        pass
+    # Paths may name the release (NVIDIA's sources file does): ask for each one's.
+    for release in NVIDIA_RELEASES:
+        guess = HostFacts(os=OsRelease(id="ubuntu", version_id=release))
+        try:
+            for st in walk(host, guess, search or search_path(None)):
+                out += [p for p in st.op.paths(st.args) if p not in out]
+        except (RoleError, ValueError, TypeError, AttributeError):
+            pass
     return out
 
 

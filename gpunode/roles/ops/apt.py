@@ -56,6 +56,10 @@ class AptRepository(Operation):
     name = "apt_repository"
     args_model = AptRepositoryArgs
 
+    def paths(self, args: Any) -> list[str]:
+        a: AptRepositoryArgs = args
+        return [a.path, a.keyring]
+
     def plan(self, args: Any, ctx: OpContext) -> list[Change]:
         a: AptRepositoryArgs = args
         facts = ctx.facts

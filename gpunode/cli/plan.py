@@ -1,0 +1,105 @@
+"""`gpunode plan`: what apply would change on each host, with reasons and exact commands."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from gpunode.cli.common import inventory_argument, json_option, limit_option, load_selected
+
+if TYPE_CHECKING:
+    from gpunode.inventory.model import Host
+    from gpunode.plan.change import HostPlan
+    from gpunode.transport.base import Transport
+
+EXIT_ERROR = 1
+EXIT_PENDING = 2
+
+
+@click.command("plan")
+@inventory_argument
+@limit_option
+@json_option
+@click.option("--tags", metavar="TAGS", help="Only changes of these roles/tags (comma-separated).")
+@click.option(
+    "--detailed-exitcode",
+    is_flag=True,
+    help="Exit 2 when changes are pending (0: nothing to do, 1: error).",
+)
+@click.option(
+    "-f",
+    "--forks",
+    type=click.IntRange(1, 256),
+    default=None,
+    help="Hosts to read at once (default: all, up to 50).",
+)
+@click.option(
+    "-K",
+    "--ask-become-pass",
+    is_flag=True,
+    help="Prompt once for the sudo password (else become_password_env).",
+)
+def plan(
+    inventory: str,
+    limit: str | None,
+    as_json: bool,
+    tags: str | None,
+    detailed_exitcode: bool,
+    forks: int | None,
+    ask_become_pass: bool,
+) -> None:
+    """Read every host (one round trip each) and show what `apply` would change.
+
+    Exit status: 0 nothing to do (or changes pending without --detailed-exitcode),
+    2 changes pending with --detailed-exitcode, 1 a host unreachable, refused or failed.
+    """
+    from gpunode.events import Bus
+    from gpunode.execute.host import HostRun, Options
+    from gpunode.hostpool import run_hosts
+    from gpunode.roles import search_path
+    from gpunode.transport.secret import Secret
+    from gpunode.views.planview import plan_text
+
+    _, hosts = load_selected(inventory, limit)
+    password = None
+    if ask_become_pass:
+        password = Secret(click.prompt("sudo password", hide_input=True, err=True))
+    opts = Options(tags=_tags(tags), search=search_path(inventory))
+    bus = Bus()
+
+    def work(transport: Transport, host: Host) -> HostPlan:
+        return HostRun(transport, host, bus, opts).read()[1]
+
+    outcomes = run_hosts(
+        hosts, work, bus=bus, forks=forks or min(max(len(hosts), 1), 50), become_password=password
+    )
+    error = pending = False
+    doc: dict[str, Any] = {}
+    for name, o in outcomes.items():
+        p = o.value
+        if p is None:
+            error = True
+            doc[name] = {"status": o.status, "error": o.error}
+            if not as_json:
+                click.echo(f"{name}: {o.status}: {o.error}")
+            continue
+        error = error or p.refused is not None
+        pending = pending or bool(p.changes)
+        doc[name] = {"status": "refused" if p.refused else "ok", **p.to_json()}
+        if not as_json:
+            click.echo(plan_text(p))
+    if as_json:
+        click.echo(json.dumps({"hosts": doc}, indent=2))
+    else:
+        n = sum(len(v.get("changes", [])) for v in doc.values())
+        click.echo(f"{n} change{'s' * (n != 1)} pending on {len(doc)} host(s)", err=True)
+    if error:
+        sys.exit(EXIT_ERROR)
+    sys.exit(EXIT_PENDING if pending and detailed_exitcode else 0)
+
+
+def _tags(text: str | None) -> tuple[str, ...]:
+    return tuple(t.strip() for t in (text or "").split(",") if t.strip())

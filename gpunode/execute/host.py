@@ -1,0 +1,319 @@
+"""Converge one host over its transport: read, plan, run the changes, reboot, re-check.
+
+Emits events only (never prints). A failed change stops this host, never others.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import time
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gpunode.events import (
+    Bus,
+    ChangeFinished,
+    ChangeStarted,
+    CommandOutput,
+    FactsGathered,
+    HostStatusChanged,
+    PlanReady,
+    RebootFinished,
+    RebootStarted,
+)
+from gpunode.execute.readhost import read_host
+from gpunode.execute.result import ChangeResult, HostResult
+from gpunode.facts.model import HostFacts
+from gpunode.plan.change import Change, HostPlan
+from gpunode.plan.planner import managed_paths, plan_host, probes_for
+from gpunode.transport.base import CommandTimeoutError, Transport, TransportError
+
+if TYPE_CHECKING:
+    from gpunode.inventory.model import Host
+
+BOOT_ID = "cat /proc/sys/kernel/random/boot_id"
+# Detached, so the command returns before the connection drops.
+REBOOT = "nohup sh -c 'sleep 1; systemctl reboot || reboot' >/dev/null 2>&1 &"
+_LOCK = re.compile(r"(?:held by process|is held by) (\d+) \(([^)]*)\)")
+
+
+@dataclass
+class Options:
+    check: bool = False
+    diff: bool = False
+    tags: Collection[str] = ()
+    reboot_timeout: float = 600.0
+    search: tuple[Path, ...] | None = None
+    smoke: bool = True
+    facts_timeout: float = 120.0
+    poll_interval: float = 2.0
+    extra_files: tuple[str, ...] = field(default=())
+
+
+class HostRun:
+    def __init__(self, transport: Transport, host: Host, bus: Bus, opts: Options) -> None:
+        self.t = transport
+        self.host = host
+        self.bus = bus
+        self.opts = opts
+        self.result = HostResult(host.name)
+        self.index = 0
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def read(self) -> tuple[HostFacts, HostPlan]:
+        self.bus.emit(HostStatusChanged(self.host.name, status="gathering"))
+        files = [*managed_paths(self.host, self.opts.search), *self.opts.extra_files]
+        conda = [self.host.stack.conda.prefix] if self.host.stack.conda else []
+        # Probes need only the inventory (rendered against empty facts); any that turn out to
+        # depend on the real facts are read in a second, rare, round trip.
+        guess = probes_for(self.host, HostFacts(), self.opts.search)
+        facts, probes = read_host(
+            self.t,
+            files=files,
+            conda_prefixes=conda,
+            probes=guess,
+            timeout=self.opts.facts_timeout,
+        )
+        self.result.round_trips += 1
+        self.result.facts_seconds.append(facts.gather_seconds)
+        self.bus.emit(
+            FactsGathered(
+                self.host.name, facts=facts.model_dump(mode="json"), seconds=facts.gather_seconds
+            )
+        )
+        missing = [p for p in probes_for(self.host, facts, self.opts.search) if p.key not in probes]
+        if missing:
+            _, more = read_host(self.t, probes=missing, timeout=self.opts.facts_timeout)
+            self.result.round_trips += 1
+            probes.update(more)
+        self.bus.emit(HostStatusChanged(self.host.name, status="planning"))
+        plan = plan_host(
+            self.host, facts, probes=probes, tags=self.opts.tags, search=self.opts.search
+        )
+        self.result.plans.append(plan.to_json())
+        self.bus.emit(
+            PlanReady(
+                self.host.name,
+                changes=tuple(c.to_json() for c in plan.changes),
+                refused=plan.refused,
+            )
+        )
+        return facts, plan
+
+    # -- the run -------------------------------------------------------------------------------
+
+    def run(self) -> HostResult:
+        start = time.monotonic()
+        try:
+            self._run()
+        finally:
+            self.result.seconds = round(time.monotonic() - start, 3)
+        return self.result
+
+    def _run(self) -> None:
+        facts, plan = self.read()
+        if plan.refused:
+            self._fail(f"refused: {plan.refused}")
+            return
+        if self.opts.check:
+            self._check_only(plan)
+            return
+        if not self._apply(plan, facts):
+            return
+        if plan.needs_reboot:
+            if not self._reboot(plan, facts):
+                return
+            facts, plan = self.read()
+            if plan.refused:
+                self._fail(f"refused after the reboot: {plan.refused}")
+                return
+            if plan.needs_reboot:
+                self._fail(f"still needs a reboot after rebooting: {plan.changes[-1].reason}")
+                return
+            if not self._apply(plan, facts):
+                return
+        self.result.status = "changed" if self.result.changed else "ok"
+        if self.opts.smoke and self.host.stack.smoke:
+            self._smoke()
+
+    def _check_only(self, plan: HostPlan) -> None:
+        for c in plan.changes:
+            self.index += 1
+            diff = self._diff(c) if self.opts.diff else ""
+            self.result.changes.append(
+                ChangeResult(c.title, c.role, c.op, c.reason, "skipped", 0.0, diff=diff)
+            )
+            self.bus.emit(
+                ChangeFinished(
+                    self.host.name,
+                    index=self.index,
+                    title=c.title,
+                    status="skipped",
+                    seconds=0.0,
+                    message=f"would change: {c.reason}",
+                    diff=diff,
+                )
+            )
+        self.result.status = "changed" if plan.changes else "ok"
+
+    def _apply(self, plan: HostPlan, facts: HostFacts) -> bool:
+        todo = [c for c in plan.changes if c.op != "reboot"]
+        if todo:
+            self.bus.emit(HostStatusChanged(self.host.name, status="applying"))
+        total = self.index + len(todo)
+        for c in todo:
+            self.index += 1
+            if not self._change(c, total, facts):
+                return False
+        return True
+
+    def _change(self, c: Change, total: int, facts: HostFacts) -> bool:
+        name, i = self.host.name, self.index
+        self.bus.emit(ChangeStarted(name, index=i, total=total, title=c.title, role=c.role))
+        diff = self._diff(c) if self.opts.diff else ""
+        start = time.monotonic()
+        done: list[str] = []
+        for step in c.steps:
+
+            def out(stream: str, text: str, i: int = i) -> None:
+                self.bus.emit(CommandOutput(name, index=i, stream=stream, text=text))  # type: ignore[arg-type]
+
+            try:
+                res = self.t.run(
+                    step.command,
+                    sudo=c.sudo,
+                    stdin=step.stdin.encode() if step.stdin is not None else None,
+                    on_output=out,
+                    timeout=self.host.ssh.command_timeout,
+                )
+            except CommandTimeoutError as exc:
+                return self._change_failed(c, i, start, done, f"timed out: {exc}", diff)
+            self.result.round_trips += 1
+            done.append(step.shown())
+            if not res.ok:
+                why = _why(res.exit_code, res.stderr, res.stdout, facts)
+                return self._change_failed(c, i, start, done, why, diff)
+        secs = round(time.monotonic() - start, 3)
+        self.result.changes.append(
+            ChangeResult(c.title, c.role, c.op, c.reason, "changed", secs, done, diff=diff)
+        )
+        self.bus.emit(
+            ChangeFinished(
+                name,
+                index=i,
+                title=c.title,
+                status="changed",
+                seconds=secs,
+                message=c.reason,
+                diff=diff,
+            )
+        )
+        return True
+
+    def _change_failed(
+        self, c: Change, i: int, start: float, done: list[str], why: str, diff: str
+    ) -> bool:
+        secs = round(time.monotonic() - start, 3)
+        self.result.changes.append(
+            ChangeResult(c.title, c.role, c.op, c.reason, "failed", secs, done, why, diff)
+        )
+        self.bus.emit(
+            ChangeFinished(
+                self.host.name,
+                index=i,
+                title=c.title,
+                status="failed",
+                seconds=secs,
+                message=why,
+                diff=diff,
+            )
+        )
+        self._fail(f"{c.title}: {why}")
+        return False
+
+    def _diff(self, c: Change) -> str:
+        if c.path is None or c.after is None:
+            return ""
+        try:
+            before = self.t.get(c.path, sudo=True).decode(errors="replace")
+        except (TransportError, OSError):
+            before = ""
+        lines = difflib.unified_diff(
+            before.splitlines(keepends=True),
+            c.after.splitlines(keepends=True),
+            fromfile=f"{c.path} (before)",
+            tofile=f"{c.path} (after)",
+        )
+        return "".join(lines)
+
+    # -- reboot --------------------------------------------------------------------------------
+
+    def _reboot(self, plan: HostPlan, facts: HostFacts) -> bool:
+        name = self.host.name
+        reason = plan.changes[-1].reason
+        self.bus.emit(RebootStarted(name, reason=reason))
+        self.bus.emit(HostStatusChanged(name, status="rebooting", detail=reason))
+        start = time.monotonic()
+        old = facts.boot_id
+        try:
+            res = self.t.run(REBOOT, sudo=True, timeout=30)
+            if not res.ok:
+                self._fail(f"reboot refused (exit {res.exit_code}): {res.stderr.strip()}")
+                return False
+        except TransportError:
+            pass  # the connection dropping is what a reboot does
+        self.result.round_trips += 1
+        deadline = start + self.opts.reboot_timeout
+        new = ""
+        while time.monotonic() < deadline:
+            time.sleep(self.opts.poll_interval)
+            try:
+                self.t.connect()
+                res = self.t.run(BOOT_ID, timeout=10)
+            except TransportError:
+                self.t.close()
+                continue
+            new = res.stdout.strip()
+            if res.ok and new and new != old:
+                break
+            new = ""
+        if not new:
+            self._fail(f"no new boot within {self.opts.reboot_timeout:g} s after the reboot")
+            return False
+        secs = round(time.monotonic() - start, 3)
+        self.result.rebooted, self.result.reboot_seconds, self.result.boot_id = True, secs, new
+        self.bus.emit(RebootFinished(name, seconds=secs, boot_id=new))
+        return True
+
+    # -- smoke ---------------------------------------------------------------------------------
+
+    def _smoke(self) -> None:
+        try:
+            from gpunode.smoke.runner import smoke_host
+        except ImportError:
+            return
+        smoke = smoke_host(self.host, self.t, self.bus)  # it emits SmokeResult events
+        self.result.round_trips += 1
+        self.result.smoke = smoke.to_json()
+        if smoke.failed:
+            self.result.status = "failed"
+            self.result.message = "smoke tests failed"
+
+    def _fail(self, message: str) -> None:
+        self.result.status = "failed"
+        self.result.message = message
+        self.bus.emit(HostStatusChanged(self.host.name, status="failed", detail=message))
+
+
+def _why(code: int, stderr: str, stdout: str, facts: HostFacts) -> str:
+    text = (stderr.strip() or stdout.strip()).splitlines()
+    tail = " | ".join(text[-3:]) if text else ""
+    m = _LOCK.search(stderr)
+    if "Could not get lock" in stderr or "dpkg frontend lock" in stderr:
+        holder = f"pid {m.group(1)} ({m.group(2)})" if m else facts.dpkg_lock_holder or "unknown"
+        return f"dpkg lock held by {holder}; try again when it finishes (exit {code})"
+    return f"exit {code}: {tail}" if tail else f"exit {code}"

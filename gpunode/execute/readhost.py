@@ -1,0 +1,49 @@
+"""Read a host in one round trip: the facts script, then the roles' probes, in one command."""
+
+from __future__ import annotations
+
+import shlex
+import time
+from collections.abc import Sequence
+
+from gpunode.facts.gather import facts_command, script
+from gpunode.facts.model import HostFacts
+from gpunode.facts.parse import parse_facts
+from gpunode.roles.ops import Probe
+from gpunode.transport.base import Transport, TransportError
+
+MARK = "### gpunode-probes"
+
+
+def probe_script(probes: Sequence[Probe]) -> str:
+    # Each probe runs with no stdin and silenced output; only its exit status is kept.
+    lines = [f"printf '\\n%s\\n' {shlex.quote(MARK)}"]
+    for p in probes:
+        lines.append(f"( {p.command} ) </dev/null >/dev/null 2>&1; echo {p.key} $?")
+    return "\n".join(lines)
+
+
+def read_host(
+    transport: Transport,
+    *,
+    files: Sequence[str] = (),
+    conda_prefixes: Sequence[str] = (),
+    probes: Sequence[Probe] = (),
+    timeout: float = 120.0,
+) -> tuple[HostFacts, dict[str, bool]]:
+    command = facts_command(files, conda_prefixes)
+    if probes:
+        command = f"{command}\n{probe_script(probes)}"
+    start = time.monotonic()
+    res = transport.run(command, stdin=script(), timeout=timeout)
+    text, _, tail = res.stdout.partition(f"\n{MARK}\n")
+    if "### end" not in text and not res.ok:
+        raise TransportError(f"facts script failed (exit {res.exit_code}): {res.stderr.strip()}")
+    facts = parse_facts(text)
+    facts.gather_seconds = round(time.monotonic() - start, 4)
+    results: dict[str, bool] = {}
+    for line in tail.splitlines():
+        key, _, code = line.partition(" ")
+        if code.strip().isdigit():
+            results[key] = code.strip() == "0"
+    return facts, results

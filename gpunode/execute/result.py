@@ -1,0 +1,77 @@
+"""What happened on each host: the executor's answer, the run record's body."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+HostOutcome = Literal["ok", "changed", "failed", "unreachable", "skipped"]
+
+
+@dataclass
+class ChangeResult:
+    title: str
+    role: str
+    op: str
+    reason: str
+    status: Literal["changed", "failed", "skipped"]
+    seconds: float
+    commands: list[str] = field(default_factory=list)
+    message: str = ""
+    diff: str = ""
+
+
+@dataclass
+class HostResult:
+    host: str
+    status: HostOutcome = "ok"
+    message: str = ""
+    seconds: float = 0.0
+    round_trips: int = 0
+    """Commands sent to the host (facts reads, change steps, reboot, smoke)."""
+    plans: list[dict[str, Any]] = field(default_factory=list)
+    """Each plan made for the host: the first, and the one after a reboot."""
+    changes: list[ChangeResult] = field(default_factory=list)
+    rebooted: bool = False
+    reboot_seconds: float = 0.0
+    boot_id: str = ""
+    smoke: dict[str, Any] | None = None
+    facts_seconds: list[float] = field(default_factory=list)
+
+    @property
+    def changed(self) -> int:
+        return sum(1 for c in self.changes if c.status == "changed")
+
+    @property
+    def failed(self) -> int:
+        return sum(1 for c in self.changes if c.status == "failed")
+
+    @property
+    def ok(self) -> int:
+        return sum(1 for c in self.changes if c.status == "skipped") + (
+            1 if self.status in ("ok", "changed") else 0
+        )
+
+    def commands_run(self) -> list[str]:
+        return [cmd for c in self.changes for cmd in c.commands]
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["counts"] = {"ok": self.ok, "changed": self.changed, "failed": self.failed}
+        return out
+
+
+@dataclass
+class RunResult:
+    hosts: dict[str, HostResult]
+    seconds: float = 0.0
+    check: bool = False
+
+    @property
+    def exit_code(self) -> int:
+        states = {r.status for r in self.hosts.values()}
+        if "failed" in states:
+            return 2
+        if "unreachable" in states:
+            return 4
+        return 0

@@ -1,0 +1,1 @@
+"""Views read events and results; they never do work."""

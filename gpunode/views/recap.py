@@ -1,0 +1,47 @@
+"""The recap after a run, as Ansible's: ok / changed / failed / unreachable per host."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpunode.execute.result import RunResult
+
+
+def recap_rows(run: RunResult) -> list[dict[str, Any]]:
+    rows = []
+    for name, r in run.hosts.items():
+        rows.append(
+            {
+                "host": name,
+                "status": r.status,
+                "ok": r.ok,
+                "changed": r.changed,
+                "failed": r.failed + (1 if r.status == "failed" and not r.failed else 0),
+                "unreachable": 1 if r.status == "unreachable" else 0,
+                "skipped": 1 if r.status == "skipped" else 0,
+                "rebooted": r.rebooted,
+                "seconds": r.seconds,
+                "message": r.message,
+            }
+        )
+    return rows
+
+
+def recap_text(run: RunResult) -> str:
+    rows = recap_rows(run)
+    width = max([len(r["host"]) for r in rows] + [4])
+    title = "RECAP (check: nothing was changed)" if run.check else "RECAP"
+    lines = [title]
+    for r in rows:
+        counts = (
+            f"ok={r['ok']:<3} changed={r['changed']:<3} failed={r['failed']:<3} "
+            f"unreachable={r['unreachable']:<2}"
+        )
+        extra = " rebooted" if r["rebooted"] else ""
+        extra += " skipped" if r["skipped"] else ""
+        line = f"{r['host']:<{width}}  {counts} {r['seconds']:6.1f}s{extra}"
+        if r["message"]:
+            line += f"  {r['message']}"
+        lines.append(line)
+    lines.append(f"{len(rows)} host{'s' * (len(rows) != 1)} in {run.seconds:.1f}s")
+    return "\n".join(lines)
