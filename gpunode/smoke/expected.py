@@ -233,13 +233,17 @@ def lookup(name: str | None) -> GpuSpec | None:
     return None
 
 
-def _norm(name: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", name.lower().replace("nvidia", ""))
+def _tokens(name: str) -> set[str]:
+    return set(re.findall(r"[a-z0-9]+", name.lower())) - {"nvidia"}
 
 
 def same_model(reported: str, declared: str) -> bool:
-    """Does the GPU a host reports ("NVIDIA H100 80GB HBM3") match what the inventory declares?"""
-    if _norm(declared) in _norm(reported):
+    """Does the GPU a host reports ("NVIDIA H100 80GB HBM3") match what the inventory declares?
+
+    Every word declared appears in the reported name ("H100" matches any H100), or both
+    names are the same row of the table ("H100 SXM" is what nvidia-smi calls "80GB HBM3").
+    """
+    if _tokens(declared) <= _tokens(reported):
         return True
     want, got = lookup(declared), lookup(reported)
     return want is not None and want == got

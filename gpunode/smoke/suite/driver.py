@@ -75,6 +75,8 @@ def discover(conda_prefix: str | None, pythons: list[str]) -> list[dict[str, Any
                 )
             continue
         info = probe(python)
+        if info is None and python in pythons:
+            emit("environments", "fail", f"--python {python} does not run as a python", env=label)
         if info is None or info["prefix"] in seen:
             continue
         is_conda = label.startswith("conda:")
