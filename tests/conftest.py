@@ -1,0 +1,209 @@
+"""Session-wide fixtures: a running `gpunode lab` for every test folder that needs hosts.
+
+`lab_hosts` brings up (or reuses, when one with enough hosts is already running) a lab
+in /var/lib/gpunode-lab-test on 127.0.1.X, so it never collides with a user's own lab.
+GPUNODE_TEST_LAB_HOSTS sets how many hosts (default 4); GPUNODE_TEST_LAB_KEEP=1 keeps
+the lab running after the session for the next one. Tests that write to a host and
+need it pristine ask for `lab_fresh_host`, which gives a host a fresh, empty disk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+TEST_LAB_DIR = Path("/var/lib/gpunode-lab-test")
+TEST_LAB_NET = 1
+
+
+def lab_unavailable() -> str | None:
+    """Why lab tests cannot run here, or None when they can."""
+    if sys.platform != "linux":
+        return "gpunode lab needs Linux"
+    if os.geteuid() != 0:
+        return "gpunode lab needs root (namespaces, overlayfs, sshd)"
+    for tool in ("/usr/sbin/sshd", "/usr/bin/unshare", "/usr/bin/nsenter"):
+        if not os.path.exists(tool):
+            return f"{tool} is missing: run scripts/setup-lab-deps.sh"
+    return None
+
+
+def gpunode_lab(
+    state_dir: Path,
+    *args: str,
+    check: bool = True,
+    timeout: float = 300,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, **(env or {}), "GPUNODE_LAB_DIR": str(state_dir)}
+    out = subprocess.run(
+        [sys.executable, "-m", "gpunode", "lab", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+        check=False,
+    )
+    if check and out.returncode != 0:
+        raise AssertionError(f"gpunode lab {' '.join(args)} failed:\n{out.stdout}\n{out.stderr}")
+    return out
+
+
+@dataclass
+class Lab:
+    """A running lab, as tests see it."""
+
+    state_dir: Path
+    inventory_text: str
+    inventory_path: Path
+    names: list[str]
+    addresses: dict[str, str]
+    port: int
+    key: Path
+    known_hosts: Path
+    started_here: bool = False
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def cli(
+        self, *args: str, check: bool = True, timeout: float = 300
+    ) -> subprocess.CompletedProcess[str]:
+        return gpunode_lab(self.state_dir, *args, check=check, timeout=timeout)
+
+    def ssh_argv(self, host: str, command: str, connect_timeout: int = 5) -> list[str]:
+        return [
+            "ssh",
+            "-i",
+            str(self.key),
+            "-p",
+            str(self.port),
+            "-o",
+            f"UserKnownHostsFile={self.known_hosts}",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            f"ConnectTimeout={connect_timeout}",
+            "-o",
+            "LogLevel=ERROR",
+            "-F",
+            "/dev/null",
+            f"ubuntu@{self.addresses[host]}",
+            command,
+        ]
+
+    def run(
+        self, host: str, command: str, timeout: float = 120, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a shell command on a host with the real ssh client."""
+        out = subprocess.run(
+            self.ssh_argv(host, command),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        if check and out.returncode != 0:
+            raise AssertionError(
+                f"{host}: {command!r} exited {out.returncode}:\n{out.stdout}\n{out.stderr}"
+            )
+        return out
+
+    def status(self) -> dict[str, dict[str, Any]]:
+        doc = json.loads(self.cli("status", "--json").stdout)
+        return {h["name"]: h for h in doc["hosts"]}
+
+    def wait_up(self, host: str, timeout: float = 30) -> None:
+        """Until the host has booted and answers ssh."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.status()[host]["state"] == "up":
+                out = self.run(host, "true", check=False, timeout=10)
+                if out.returncode == 0:
+                    return
+            time.sleep(0.2)
+        raise AssertionError(f"{host} did not come back within {timeout}s")
+
+    def reset(self, host: str) -> None:
+        """Give a host a fresh, empty disk (same name, address and host key)."""
+        self.cli("reset", host)
+        self.wait_up(host)
+
+    def reboot(self, host: str) -> None:
+        self.cli("reboot", host)
+
+    def fault(
+        self, host: str, knob: str, value: str | None = None, off: bool = False
+    ) -> subprocess.CompletedProcess[str]:
+        args = ["fault", host, knob] + ([value] if value is not None else [])
+        return self.cli(*args, *(["--off"] if off else []))
+
+    def sudo(self, host: str, command: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+        return self.run(host, f"sudo -n sh -c {shlex.quote(command)}", **kw)
+
+
+def _open_lab(state_dir: Path, hosts: int) -> Lab:
+    existing = gpunode_lab(state_dir, "status", "--json", check=False)
+    started = True
+    if existing.returncode == 0:
+        doc = json.loads(existing.stdout)
+        cfg = doc.get("config", {})
+        enough = (
+            doc.get("running") and cfg.get("hosts", 0) >= hosts and cfg.get("net") == TEST_LAB_NET
+        )
+        ok = (
+            enough
+            and not cfg.get("sudo_password_env")
+            and all(h["state"] == "up" for h in doc["hosts"])
+        )
+        started = not ok
+    if started:
+        gpunode_lab(state_dir, "up", "--hosts", str(hosts), "--net", str(TEST_LAB_NET))
+    text = gpunode_lab(state_dir, "inventory").stdout
+    inv_path = state_dir / "test-inventory.yaml"
+    inv_path.write_text(text)
+    doc = json.loads(gpunode_lab(state_dir, "status", "--json").stdout)
+    cfg = doc["config"]
+    return Lab(
+        state_dir=state_dir,
+        inventory_text=text,
+        inventory_path=inv_path,
+        names=[h["name"] for h in doc["hosts"]],
+        addresses={h["name"]: h["address"] for h in doc["hosts"]},
+        port=int(cfg["port"]),
+        key=state_dir / "client" / "id_ed25519",
+        known_hosts=state_dir / "client" / "known_hosts",
+        started_here=started,
+        config=cfg,
+    )
+
+
+@pytest.fixture(scope="session")
+def lab_hosts() -> Iterator[Lab]:
+    """A running lab of GPUNODE_TEST_LAB_HOSTS hosts (default 4), shared by the session."""
+    reason = lab_unavailable()
+    if reason:
+        pytest.skip(reason)
+    lab = _open_lab(TEST_LAB_DIR, int(os.environ.get("GPUNODE_TEST_LAB_HOSTS", "4")))
+    yield lab
+    if lab.started_here and not os.environ.get("GPUNODE_TEST_LAB_KEEP"):
+        gpunode_lab(TEST_LAB_DIR, "down", check=False)
+
+
+@pytest.fixture
+def lab_fresh_host(lab_hosts: Lab) -> str:
+    """The name of a lab host whose disk was just reset: nothing written to it survives."""
+    host = lab_hosts.names[-1]
+    lab_hosts.reset(host)  # also turns every fault of the host off
+    return host

@@ -1,0 +1,87 @@
+"""Reboots: the session drops, sshd returns with a new boot_id, the driver module loads."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+import pytest
+
+pytestmark = pytest.mark.lab
+
+
+def _boot_id(lab, host):
+    return lab.run(host, "cat /proc/sys/kernel/random/boot_id").stdout.strip()
+
+
+@pytest.mark.parametrize(
+    "command", ["sudo reboot", "sudo shutdown -r now", "sudo systemctl reboot"]
+)
+def test_reboot_inside_drops_the_session_and_sshd_returns(lab_hosts, lab_fresh_host, command):
+    host = lab_fresh_host
+    before = _boot_id(lab_hosts, host)
+    lab_hosts.run(host, "echo kept > /tmp/gpunode-lab-survives-reboot")
+    # a long command in one session, the reboot in another
+    long = subprocess.Popen(
+        lab_hosts.ssh_argv(host, "sleep 60; echo finished"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(1)
+    t0 = time.monotonic()
+    reboot = lab_hosts.run(host, command, check=False, timeout=30)
+    assert reboot.returncode == 255  # the connection went away under it
+    out, _ = long.communicate(timeout=30)
+    assert long.returncode == 255 and "finished" not in out
+    assert time.monotonic() - t0 < 10
+    # refused for a moment, then back
+    lab_hosts.wait_up(host, timeout=30)
+    after = _boot_id(lab_hosts, host)
+    assert after != before
+    assert lab_hosts.run(host, "cat /tmp/gpunode-lab-survives-reboot").stdout.strip() == "kept"
+    assert lab_hosts.run(host, "pgrep -c sleep", check=False).stdout.strip() == "0"
+
+
+def test_reboot_from_the_cli(lab_hosts):
+    host = lab_hosts.names[1]
+    before = _boot_id(lab_hosts, host)
+    lab_hosts.reboot(host)
+    time.sleep(0.5)
+    lab_hosts.wait_up(host)
+    assert _boot_id(lab_hosts, host) != before
+
+
+def test_rebooting_loads_the_installed_driver(lab_hosts, lab_fresh_host):
+    host = lab_fresh_host
+    state = json.loads(lab_hosts.run(host, "cat /etc/gpunode-lab/module.json").stdout)
+    assert state == {"loaded": False, "version": None, "flavor": None}
+    assert lab_hosts.run(host, "test -e /sys/module/nvidia", check=False).returncode == 1
+    assert lab_hosts.run(host, "test -e /proc/driver/nvidia", check=False).returncode == 1
+
+    # what the driver packages install; the module loads at the next boot
+    lab_hosts.sudo(
+        host,
+        "mkdir -p /usr/share/gpunode-lab && "
+        "echo '580.159.04 open' > /usr/share/gpunode-lab/driver-version",
+    )
+    assert (
+        json.loads(lab_hosts.run(host, "cat /etc/gpunode-lab/module.json").stdout)["loaded"]
+        is False
+    )
+    lab_hosts.run(host, "sudo reboot", check=False)
+    time.sleep(0.5)
+    lab_hosts.wait_up(host)
+    state = json.loads(lab_hosts.run(host, "cat /etc/gpunode-lab/module.json").stdout)
+    assert state == {"loaded": True, "version": "580.159.04", "flavor": "open"}
+    assert lab_hosts.run(host, "cat /sys/module/nvidia/version").stdout == "580.159.04\n"
+    nvrm = lab_hosts.run(host, "cat /proc/driver/nvidia/version").stdout
+    assert nvrm.startswith("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  ")
+
+    lab_hosts.sudo(host, "echo '550.127.05 proprietary' > /usr/share/gpunode-lab/driver-version")
+    lab_hosts.reboot(host)
+    time.sleep(0.5)
+    lab_hosts.wait_up(host)
+    nvrm = lab_hosts.run(host, "cat /proc/driver/nvidia/version").stdout
+    assert nvrm.startswith("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.127.05  ")
