@@ -87,7 +87,7 @@ hosts:
       driver: {branch: "570", flavor: open}
       cuda: {toolkits: ["12.8"]}
       cudnn: "9"
-      nccl: "2.26"
+      nccl: "2.25"
 YAML
 for f in "$inv"/*.yaml; do echo "--- $(basename "$f")"; cat "$f"; done >>"$log"
 
