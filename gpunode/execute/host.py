@@ -70,7 +70,7 @@ class HostRun:
         conda = [self.host.stack.conda.prefix] if self.host.stack.conda else []
         # Probes need only the inventory (rendered against empty facts); any that turn out to
         # depend on the real facts are read in a second, rare, round trip.
-        guess = probes_for(self.host, HostFacts(), self.opts.search)
+        guess = probes_for(self.host, None, self.opts.search)
         facts, probes = read_host(
             self.t,
             files=files,

@@ -25,17 +25,22 @@ def managed_paths(host: Host, search: tuple[Path, ...] | None = None) -> list[st
     for release in NVIDIA_RELEASES:
         guess = HostFacts(os=OsRelease(id="ubuntu", version_id=release))
         try:
-            for st in walk(host, guess, search or search_path(None)):
+            for st in walk(host, guess, search or search_path(None), guess=True):
                 out += [p for p in st.op.paths(st.args) if p not in out]
         except (RoleError, ValueError, TypeError, AttributeError):
             pass
     return out
 
 
-def probes_for(host: Host, facts: HostFacts, search: tuple[Path, ...] | None = None) -> list[Probe]:
+def probes_for(
+    host: Host,
+    facts: HostFacts | None,
+    search: tuple[Path, ...] | None = None,
+) -> list[Probe]:
+    """The probes the roles need; with `facts` None, a guess made before reading the host."""
     out: dict[str, Probe] = {}
     try:
-        for st in walk(host, facts, search or search_path(None)):
+        for st in walk(host, facts or HostFacts(), search or search_path(None), guess=not facts):
             for p in st.op.probes(st.args):
                 out.setdefault(p.key, p)
     except (RoleError, ValueError):

@@ -83,7 +83,11 @@ class Planned:
         return str(self.task.position)
 
 
-def walk(host: Host, facts: HostFacts, search: tuple[Path, ...]) -> Iterator[Planned]:
+def walk(
+    host: Host, facts: HostFacts, search: tuple[Path, ...], *, guess: bool = False
+) -> Iterator[Planned]:
+    """Every task that applies. `guess`: facts are not known yet, so take every task whatever
+    its `when`, and skip the ones that cannot be rendered without facts."""
     base = base_context(host, facts)
     for name in builtin_roles(host):
         role = find_role(name, search)
@@ -92,10 +96,16 @@ def walk(host: Host, facts: HostFacts, search: tuple[Path, ...]) -> Iterator[Pla
             ctx[key] = _render(value, ctx, f"{role.path / 'defaults.yaml'}: {key}")
         ctx.update(host.stack.vars)
         for task in role.tasks:
-            yield from _task(role, task, ctx)
+            if not guess:
+                yield from _task(role, task, ctx)
+                continue
+            try:
+                yield from _task(role, task, ctx, guess=True)
+            except (RoleError, ValueError, TypeError, AttributeError):
+                continue
 
 
-def _task(role: Role, task: Task, ctx: dict[str, Any]) -> Iterator[Planned]:
+def _task(role: Role, task: Task, ctx: dict[str, Any], guess: bool = False) -> Iterator[Planned]:
     op = OPERATIONS.get(task.op)
     if op is None:
         known = ", ".join(sorted(OPERATIONS))
@@ -106,7 +116,7 @@ def _task(role: Role, task: Task, ctx: dict[str, Any]) -> Iterator[Planned]:
         items = list(loop.items()) if isinstance(loop, dict) else list(loop)
     for item in items:
         here = {**ctx, "item": item} if task.loop is not None else ctx
-        if task.when is not None:
+        if task.when is not None and not guess:
             cond = task.when if isinstance(task.when, str) else str(task.when)
             if not _render("{{ " + cond + " }}", here, f"{task.position}: when"):
                 continue

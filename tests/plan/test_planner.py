@@ -152,8 +152,16 @@ def test_550_loaded_570_wanted_upgrades_and_reboots_once(fresh: HostFacts) -> No
     old = converged(host_from(STACK), fresh)
     plan = plan_host(host, old, probes=NO_SYSTEMD)
     driver = next(c for c in plan.changes if c.role == "driver" and c.op == "apt_packages")
-    assert driver.reason == "nvidia-open-570 missing; libnvidia-compute-570 missing"
-    assert "'nvidia-open-570=570.195.03-*'" in driver.commands[-2]
+    assert driver.reason == (
+        "nvidia-open-570 missing; libnvidia-compute-570 missing; "
+        "replaces held libnvidia-compute-550, nvidia-open-550"
+    )
+    # the old branch is unheld and removed in the same apt transaction
+    assert driver.commands[1] == "apt-mark unhold libnvidia-compute-550 nvidia-open-550"
+    assert driver.commands[2].endswith(
+        "install 'nvidia-open-570=570.195.03-*' 'libnvidia-compute-570=570.195.03-*' "
+        "libnvidia-compute-550- nvidia-open-550-"
+    )
     reboots = [c for c in plan.changes if c.reboot]
     assert len(reboots) == 1 and plan.changes[-1] is reboots[0]
     assert reboots[0].reason == (

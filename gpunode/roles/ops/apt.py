@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import re
 from typing import Any
 
 from pydantic import field_validator
@@ -154,6 +155,9 @@ class AptPackagesArgs(Args):
     packages: list[PackageSpec]
     hold: bool = False
     never: tuple[str, ...] = ()
+    replace_held: str | None = None
+    """Regex: held packages it matches (another driver branch) are unheld and removed
+    in the same apt transaction; apt cannot resolve a switch while they are held."""
 
     @field_validator("packages", mode="before")
     @classmethod
@@ -202,11 +206,27 @@ class AptPackages(Operation):
             for p in a.packages
             if a.hold and (p in install or not ctx.facts.packages[p.name].held)
         ]
-        if not install and not unheld:
+        wanted = {p.name for p in a.packages}
+        stale = sorted(
+            p.name
+            for p in ctx.facts.packages.values()
+            if a.replace_held
+            and p.held
+            and p.installed
+            and p.name not in wanted
+            and re.fullmatch(a.replace_held, p.name)
+        )
+        if not install and not unheld and not stale:
             return []
         steps: list[str] = []
-        if install:
-            targets = " ".join(q(f"{p.name}={p.version}" if p.version else p.name) for p in install)
+        if stale:
+            steps.append("apt-mark unhold " + " ".join(q(n) for n in stale))
+            missing.append(f"replaces held {', '.join(stale)}")
+        if install or stale:
+            targets = " ".join(
+                [q(f"{p.name}={p.version}" if p.version else p.name) for p in install]
+                + [q(f"{n}-") for n in stale]
+            )
             steps.append(
                 f"{APT_GET} --no-install-recommends --allow-downgrades"
                 f" --allow-change-held-packages install {targets}"
@@ -214,4 +234,4 @@ class AptPackages(Operation):
         if unheld:
             steps.append("apt-mark hold " + " ".join(q(n) for n in unheld))
         reason = "; ".join(missing) if missing else f"{', '.join(unheld)} not held"
-        return [ctx.change(self.name, reason, steps, apt=bool(install))]
+        return [ctx.change(self.name, reason, steps, apt=bool(install or stale))]

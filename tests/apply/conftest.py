@@ -1,0 +1,96 @@
+"""A private lab for the apply tests: real sshd hosts, sudo, apt and dpkg (root, Linux)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+NET = 231  # hosts on 127.0.231.11+, repository on 127.0.231.10
+PORT = 2231
+# Written by sshd and PAM at every login and by nothing gpunode does.
+LOGIN_NOISE = ("var/log/", "run/", "tmp/", "var/lib/sudo/", "var/cache/", "root/.cache/")
+
+
+@dataclass
+class Lab:
+    dir: Path
+    inventory_text: str
+    env: dict[str, str]
+
+    def upper(self, host: str) -> Path:
+        return self.dir / "disk" / "hosts" / host / "upper"
+
+    def inventory(self, tmp: Path, **stack: Any) -> Path:
+        """The lab's inventory with `defaults.stack` keys replaced."""
+        from ruamel.yaml import YAML
+
+        yaml = YAML()
+        doc = yaml.load(self.inventory_text)
+        for key, value in stack.items():
+            doc["defaults"]["stack"][key] = value
+        path = tmp / "inventory.yaml"
+        with path.open("w") as fh:
+            yaml.dump(doc, fh)
+        return path
+
+    def gpunode(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "gpunode", *args],
+            env=self.env, capture_output=True, text=True, timeout=timeout,
+        )  # fmt: skip
+
+    def tree(self, host: str) -> dict[str, str]:
+        """sha256 (or link target) of every file the host has written, login noise aside."""
+        root = self.upper(host)
+        out: dict[str, str] = {}
+        for dirpath, dirnames, filenames in os.walk(root):
+            rel_dir = os.path.relpath(dirpath, root)
+            for name in filenames + [d for d in dirnames if os.path.islink(f"{dirpath}/{d}")]:
+                rel = os.path.normpath(os.path.join(rel_dir, name))
+                if rel.startswith(LOGIN_NOISE):
+                    continue
+                full = os.path.join(dirpath, name)
+                st = os.lstat(full)
+                if os.path.islink(full):
+                    out[rel] = "-> " + os.readlink(full)
+                elif os.path.isfile(full):
+                    with open(full, "rb") as fh:
+                        out[rel] = f"{st.st_mode:o} " + hashlib.sha256(fh.read()).hexdigest()
+                else:
+                    out[rel] = f"special {st.st_mode:o}"
+        return out
+
+
+def events(stdout: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    if sys.platform != "linux" or os.geteuid() != 0 or not shutil.which("sshd"):
+        pytest.skip("the lab needs root, Linux and OpenSSH's sshd")
+    d = tmp_path_factory.mktemp("lab")
+    state = tmp_path_factory.mktemp("state")
+    env = {**os.environ, "GPUNODE_LAB_DIR": str(d), "GPUNODE_STATE_DIR": str(state)}
+    cmd = [sys.executable, "-m", "gpunode", "lab"]
+    up = subprocess.run(
+        [*cmd, "up", "--hosts", "2", "--ubuntu", "22.04", "--net", str(NET), "--port", str(PORT)],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert up.returncode == 0, up.stderr
+    try:
+        inv = subprocess.run([*cmd, "inventory"], env=env, capture_output=True, text=True,
+                             check=True)  # fmt: skip
+        yield Lab(d, inv.stdout, env)
+    finally:
+        subprocess.run([*cmd, "down"], env=env, capture_output=True, timeout=120)
