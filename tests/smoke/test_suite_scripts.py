@@ -385,3 +385,14 @@ def test_driver_finds_conda_envs_with_a_framework_only(tmp_path: Path) -> None:
     # These stand-ins share this interpreter's prefix, so the system python folds into the
     # first of them (one prefix, one environment).
     assert labels == ["conda:pt"]
+
+
+def test_every_test_process_runs_with_nvlink_multicast_off(tmp_path: Path) -> None:
+    python = broken_torch_python(
+        tmp_path,
+        "import os\nraise RuntimeError('|'.join(os.environ.get(k, 'unset') for k in "
+        "('NCCL_NVLS_ENABLE', 'TORCH_SYMM_MEM_DISABLE_MULTICAST', 'NVSHMEM_DISABLE_NVLS')))\n",
+    )
+    _, lines = driver("--tests", "torch", "--python", str(python))
+    (failed,) = [x for x in lines if x["env"] == str(python)]
+    assert "RuntimeError: 0|1|1" in failed["reason"]

@@ -15,20 +15,12 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # on the host these run as scripts beside smokelib.py
-    from gpunode.smoke.suite.smokelib import NO_GPU, Timer, emit, gpu_device_present
+    from gpunode.smoke.suite.smokelib import NO_GPU, NO_MULTICAST, Timer, emit, gpu_device_present
 else:
-    from smokelib import NO_GPU, Timer, emit, gpu_device_present
+    from smokelib import NO_GPU, NO_MULTICAST, Timer, emit, gpu_device_present
 
 SIZES = (64 << 20, 1 << 30)
 WARMUP, REPEATS = 5, 20
-
-# NVLink multicast (NVLS) is off: on shared hosts a program that uses it can take the
-# GPUs out of service. Set in this process, so the spawned workers inherit it.
-NO_MULTICAST = {
-    "NCCL_NVLS_ENABLE": "0",
-    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-    "NVSHMEM_DISABLE_NVLS": "1",
-}
 
 
 def bus_bandwidth(size_bytes: int, seconds: float, ranks: int) -> float:

@@ -20,17 +20,12 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # on the host these run as scripts beside smokelib.py
-    from gpunode.smoke.suite.smokelib import Timer, emit
+    from gpunode.smoke.suite.smokelib import NO_MULTICAST, Timer, emit
 else:
-    from smokelib import Timer, emit
+    from smokelib import NO_MULTICAST, Timer, emit
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = ("nvidia-smi", "cuda-vectoradd", "torch", "torch-matmul", "tensorflow", "nccl-allreduce")
-NO_MULTICAST = {  # kept in every child's environment: see check_nccl.py
-    "NCCL_NVLS_ENABLE": "0",
-    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-    "NVSHMEM_DISABLE_NVLS": "1",
-}
 PROBE = (
     "import importlib.util as u, json, sys; print(json.dumps({'prefix': sys.prefix, "
     "'version': sys.version.split()[0], 'torch': u.find_spec('torch') is not None, "

@@ -14,6 +14,13 @@ from typing import Any
 
 STATUSES = ("pass", "warn", "fail", "skip")
 NO_GPU = "no NVIDIA GPU visible"
+# NVLink multicast (NVLS) stays off in every test process: on shared hosts a program that
+# uses it can take the GPUs out of service.
+NO_MULTICAST = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+}
 
 
 def env_label() -> str:
