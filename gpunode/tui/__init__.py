@@ -35,32 +35,35 @@ def run_tui(
     from gpunode.events import Bus
     from gpunode.tui.app import GpunodeApp
 
-    app = GpunodeApp(mode="run", hosts=hosts, board=board, on_retry=on_retry, title=title)
-    if isinstance(events, Bus):
-        events.subscribe(app.post_event)
-    elif events is not None:
-        source = events
+    jobs: list[Callable[[], Any]] = []
+    if events is not None and not isinstance(events, Bus):
+        recorded = events
 
         def replay() -> None:
-            for e in source:
+            for e in recorded:
                 app.post_event(e)
 
-        work_before = work
-
-        def both() -> None:
-            replay()
-            if work_before is not None:
-                work_before()
-
-        work = both
-
+        jobs.append(replay)
     if work is not None:
-        job = work
+        jobs.append(work)
 
-        def start() -> None:
-            threading.Thread(target=job, name="gpunode-run", daemon=True).start()
+    def start() -> None:
+        def run_jobs() -> None:
+            for job in jobs:
+                job()
 
-        app.call_after_refresh(start)
+        threading.Thread(target=run_jobs, name="gpunode-run", daemon=True).start()
+
+    app = GpunodeApp(
+        mode="run",
+        hosts=hosts,
+        board=board,
+        on_retry=on_retry,
+        title=title,
+        on_ready=start if jobs else None,
+    )
+    if isinstance(events, Bus):
+        events.subscribe(app.post_event)
     code = app.run()
     return int(code) if code is not None else 0
 

@@ -62,6 +62,7 @@ class GpunodeApp(App[int]):
         title: str = "gpunode",
         gpu_interval: float = 0.5,
         event_interval: float = 0.1,
+        on_ready: Callable[[], None] | None = None,
     ) -> None:
         super().__init__()
         self.mode = mode
@@ -73,6 +74,7 @@ class GpunodeApp(App[int]):
         self.gpu_interval = gpu_interval
         self.event_interval = event_interval
         self._inbox: deque[Event] = deque()
+        self._on_ready = on_ready
         self.events_applied = 0
 
     # -- feeding -------------------------------------------------------------------------
@@ -110,6 +112,8 @@ class GpunodeApp(App[int]):
             self.query_one("#run-table").focus()
         else:
             self.query_one("#gpu-table").focus()
+        if self._on_ready is not None:
+            self._on_ready()  # the caller starts its work now that events have a home
 
     # -- timers --------------------------------------------------------------------------
 

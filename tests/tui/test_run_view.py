@@ -164,3 +164,23 @@ async def test_events_from_another_thread() -> None:
         await feed(app, pilot, [])
         assert app.query_one(RunView).cell_text("gpu-c", STATUS) == "unreachable"
         assert app.events_applied == len(sc.run_events())
+
+
+async def test_on_ready_starts_the_callers_work_which_emits_events() -> None:
+    bus = ev.Bus()
+    started = threading.Event()
+
+    def work() -> None:
+        started.set()
+        for e in sc.run_events():
+            bus.emit(e)
+
+    app = make_app(on_ready=lambda: threading.Thread(target=work, daemon=True).start())
+    bus.subscribe(app.post_event)
+    async with app.run_test(size=(150, 45)) as pilot:
+        assert started.wait(5)
+        for _ in range(50):
+            if app.events_applied == len(sc.run_events()):
+                break
+            await pilot.pause(0.05)
+        assert app.query_one(RunView).cell_text("gpu-d", STATUS) == "rebooting"
