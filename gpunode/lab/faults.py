@@ -160,7 +160,7 @@ fi
 read -r new flavor2 < "$f"
 if [ "$new" = "$old" ]; then
     last=${old##*.}
-    new=${old%.*}.$(printf '%02d' $((10#$last + 1)))
+    new=${old%.*}.$(printf '%02d' "$(expr "$last" + 1)")
     echo "$new $flavor" > "$f"
 fi
 echo "$old -> $new"

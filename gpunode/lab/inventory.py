@@ -21,7 +21,8 @@ def repo_urls(base_url: str) -> dict[str, str]:
     return {
         "nvidia": base_url,
         "conda_installer": f"{base_url}/conda/Miniconda3-latest-Linux-x86_64.sh",
-        "pytorch_index": f"{base_url}/whl",
+        "pytorch_index": f"{base_url}/pip",
+        "pypi_index": f"{base_url}/pip/simple",
     }
 
 
