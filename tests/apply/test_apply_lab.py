@@ -72,7 +72,7 @@ def of(evs: list[dict[str, Any]], kind: str, host: str | None = None) -> list[di
 def test_first_apply_converges_second_changes_nothing(lab: Lab, tmp_path: Path) -> None:
     inv = lab.inventory(tmp_path, **STACK)
     code, evs = apply(lab, inv)
-    assert code == 0, of(evs, "HostFinished")
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "HostFinished")]
     for host in HOSTS:
         pk = packages(inv, host)
         assert pk["nvidia-open-550"][0].startswith("550.163.01-") and pk["nvidia-open-550"][1]
@@ -114,12 +114,19 @@ def test_first_apply_converges_second_changes_nothing(lab: Lab, tmp_path: Path) 
         assert record["hosts"][host]["round_trips"] == 1
         assert lab.tree(host) == before[host], "a no-op apply wrote to the host"
     print(f"\nconverged no-op apply on {len(HOSTS)} lab hosts: {noop_seconds:.2f}s")
+    plan = lab.gpunode("plan", str(inv), "--detailed-exitcode")
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    assert "lab-01: nothing to do" in plan.stdout
 
 
 def test_check_writes_nothing(lab: Lab, tmp_path: Path) -> None:
     inv = lab.inventory(tmp_path, **{**STACK, "driver": {"branch": "570", "flavor": "open"}})
     before = {h: lab.tree(h) for h in HOSTS}
     dpkg_before = {h: packages(inv, h) for h in HOSTS}
+    plan = lab.gpunode("plan", str(inv), "--detailed-exitcode", "--json")
+    assert plan.returncode == 2, plan.stderr
+    pending = json.loads(plan.stdout)["hosts"]["lab-02"]["changes"]
+    assert pending[-1]["reboot"] and "570.195.03 (open) wanted" in pending[-1]["reason"]
     code, evs = apply(lab, inv, "--check", "--diff")
     assert code == 0
     assert of(evs, "ChangeStarted") == [] and of(evs, "RebootStarted") == []
@@ -134,7 +141,7 @@ def test_check_writes_nothing(lab: Lab, tmp_path: Path) -> None:
 def test_driver_550_to_570_upgrades_reboots_once_converges(lab: Lab, tmp_path: Path) -> None:
     inv = lab.inventory(tmp_path, **{**STACK, "driver": {"branch": "570", "flavor": "open"}})
     code, evs = apply(lab, inv, "--limit", "lab-01")
-    assert code == 0, of(evs, "HostFinished")
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "HostFinished")]
     assert len(of(evs, "RebootStarted", "lab-01")) == 1
     reason = of(evs, "RebootStarted", "lab-01")[0]["reason"]
     assert reason == "driver 550.163.01 (open) loaded, 570.195.03 (open) wanted: reboot needed"
@@ -167,7 +174,7 @@ def test_killed_controller_then_apply_converges(lab: Lab, tmp_path: Path) -> Non
     proc.wait(timeout=30)
     assert killed_at is not None and proc.returncode == -signal.SIGKILL
     code, evs = apply(lab, inv, "-l", "lab-02")
-    assert code == 0, of(evs, "HostFinished")
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "HostFinished")]
     end = packages(inv, "lab-02")
     ref = packages(inv, "lab-01")  # converged by the first test (then moved to 570)
     for name in ("cuda-toolkit-12-4", "libcudnn9-cuda-12", "libnccl2", "libnccl-dev"):
