@@ -83,7 +83,8 @@ for f in /usr/share/keyrings/*cuda* /usr/share/keyrings/*nvidia* /etc/apt/keyrin
 done
 section toolkits
 for d in /usr/local/cuda-*; do
-  [ -d "$d" ] || continue
+  # cuda-13 -> cuda-13.0 is the cuda-13 alternative, not a toolkit of its own
+  [ -d "$d" ] && [ ! -L "$d" ] || continue
   case "${d##*/cuda-}" in *[!0-9.]*) continue ;; esac
   printf 'dir %s\n' "$d"
   if [ -x "$d/bin/nvcc" ]; then

@@ -41,7 +41,9 @@ class SshSettings(Strict):
 
 
 class Repos(Strict):
-    nvidia: str = "https://developer.download.nvidia.com/compute/cuda/repos"
+    nvidia: str | None = "https://developer.download.nvidia.com/compute/cuda/repos"
+    """NVIDIA's CUDA repository or a mirror of it; null where the packages come from
+    elsewhere (a prepared image, an air-gapped site's own tooling)."""
     conda_installer: str = "https://repo.anaconda.com/miniconda/Miniconda3-latest-Linux-x86_64.sh"
     pytorch_index: str = "https://download.pytorch.org/whl"
     pypi_index: str | None = None

@@ -210,12 +210,40 @@ def test_h200x2_capture_cuda13_580(fresh: HostFacts) -> None:
     # NCCL is exactly the pinned, held build; the cuda alternative already points at 13.0
     assert ("nccl", "apt_packages") not in by_role
     assert ("cuda_toolkit", "alternatives") not in by_role
-    # cuDNN is installed at the pinned version; only the dev package's hold is missing
-    cudnn = by_role[("cudnn", "apt_packages")]
-    assert cudnn.reason == "libcudnn9-dev-cuda-13 not held"
-    assert cudnn.commands == ["apt-mark hold libcudnn9-dev-cuda-13"]
-    # the capture's toolkit came as components, without the cuda-toolkit-13-0 package
+    # cuDNN is installed at the pinned version and held; its headers need no hold
+    assert ("cudnn", "apt_packages") not in by_role
+    # the capture has no nvcc section: the toolkit is not known to be usable
     assert by_role[("cuda_toolkit", "apt_packages")].reason == "cuda-toolkit-13-0 missing"
+    # the driver is loaded at the wanted release but not from dpkg: left alone, and with
+    # nouveau not loaded there is nothing to blacklist
+    assert ("driver", "apt_packages") not in by_role
+    assert ("driver", "module_blacklist") not in by_role
+
+
+def test_real_h200_machine_declared_as_it_is_plans_nothing() -> None:
+    """`gpunode facts --json` from a real 2x H200 machine (driver, CUDA 13.0, cuDNN and NCCL
+    from a prepared image, no NVIDIA repository): declaring exactly that plans no change."""
+    import json
+
+    raw = (FIX.parent / "hardware" / "h200x2" / "facts.json").read_text()
+    doc = json.loads(raw[raw.index("{") :].rsplit("[exit", 1)[0])
+    facts = HostFacts.model_validate(doc["hosts"]["gpu-local"]["facts"])
+    host = host_from(
+        STACK.replace('branch: "550"', 'branch: "580"').replace('"12.4"', '"13.0"')
+        .replace('"2.21"', '"2.28"').replace("cuda_env: true", "cuda_env: false")
+    )  # fmt: skip
+    by_role = {c.role for c in plan_host(host, facts, probes=NO_SYSTEMD).changes}
+    assert by_role == {"nvidia_repo"}  # NVIDIA's repository is not configured there
+    unmanaged = host.model_copy(update={"repos": host.repos.model_copy(update={"nvidia": None})})
+    assert not plan_host(unmanaged, facts, probes=NO_SYSTEMD).changes
+    # ...and declaring another stack on the same facts plans the changes it needs
+    other = host_from(
+        STACK.replace('branch: "550"', 'branch: "570"').replace('"12.4"', '"12.8"')
+        .replace('"2.21"', '"2.25"')
+    )  # fmt: skip
+    plan = plan_host(other, facts, probes=NO_SYSTEMD)
+    assert plan.needs_reboot
+    assert {"driver", "cuda_toolkit", "nccl", "cudnn", "cuda_env"} <= {c.role for c in plan.changes}
 
 
 def test_dpkg_interrupted_is_finished_first(host: Host) -> None:

@@ -153,7 +153,8 @@ class PackageSpec(Args):
 
 class AptPackagesArgs(Args):
     packages: list[PackageSpec]
-    hold: bool = False
+    hold: bool | list[str] = False
+    """true: hold every package listed; a list: hold just those (a library, not its headers)."""
     never: tuple[str, ...] = ()
     replace_held: str | None = None
     """Regex: held packages it matches (another driver branch) are unheld and removed
@@ -201,10 +202,11 @@ class AptPackages(Operation):
             elif not version_matches(have.version, spec.version):
                 missing.append(f"{spec.name} {have.version} installed, {spec.version} wanted")
                 install.append(spec)
+        to_hold = {p.name for p in a.packages} if a.hold is True else set(a.hold or ())
         unheld = [
             p.name
             for p in a.packages
-            if a.hold and (p in install or not ctx.facts.packages[p.name].held)
+            if p.name in to_hold and (p in install or not ctx.facts.packages[p.name].held)
         ]
         wanted = {p.name for p in a.packages}
         stale = sorted(
