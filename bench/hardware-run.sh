@@ -69,6 +69,8 @@ hosts:
   gpu-local:
     connection: local
     become: none
+    # the image brings driver, CUDA, cuDNN and NCCL without NVIDIA's apt repository
+    repos: {nvidia: null}
     gpus: {model: H200, count: $gpus}
     stack:
       driver: {branch: "580", flavor: open}
