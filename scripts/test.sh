@@ -6,4 +6,6 @@ scripts/setup.sh --dev
 ruff check .
 ruff format --check .
 mypy
+ruby -c Vagrantfile >/dev/null
+if command -v vagrant >/dev/null; then vagrant validate; fi
 python3 -m pytest -q "$@"
