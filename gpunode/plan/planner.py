@@ -14,8 +14,17 @@ from gpunode.plan.walk import walk
 from gpunode.roles.loader import RoleError, search_path
 from gpunode.roles.ops import OpContext, Probe
 from gpunode.roles.ops.apt import APT_UPDATE
+from gpunode.roles.ops.base import APT_LOCK_TIMEOUT
 
-DPKG_CONFIGURE = "env DEBIAN_FRONTEND=noninteractive dpkg --force-confold --configure -a"
+# dpkg has no lock timeout of its own: an apt run that is still going (its controller may
+# have been killed) holds the lock, so wait for it as apt's DPkg::Lock::Timeout would.
+DPKG_CONFIGURE = (
+    "( n=0; while :; do"
+    " out=$(env DEBIAN_FRONTEND=noninteractive dpkg --force-confold --configure -a 2>&1); rc=$?;"
+    f' if [ $rc -ne 0 ] && [ $n -lt {APT_LOCK_TIMEOUT} ] && printf %s "$out" | grep -q lock;'
+    " then n=$((n + 1)); sleep 1; continue; fi;"
+    " printf '%s\\n' \"$out\"; exit $rc; done )"
+)
 
 
 def managed_paths(host: Host, search: tuple[Path, ...] | None = None) -> list[str]:
