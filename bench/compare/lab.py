@@ -129,8 +129,11 @@ class Lab:
 
     # -- inside the hosts, as root, without SSH (so nothing here is counted) --
 
-    def host_exec(self, name: str, script: str) -> str:
-        pid = next(h["init_pid"] for h in self.status()["hosts"] if h["name"] == name)
+    def pids(self) -> dict[str, int]:
+        return {h["name"]: h["init_pid"] for h in self.status()["hosts"]}
+
+    def host_exec(self, name: str, script: str, pid: int | None = None) -> str:
+        pid = pid or self.pids()[name]
         proc = subprocess.run(
             [*NSENTER, "-t", str(pid), "--", *ENV, "/bin/sh", "-c", script],
             capture_output=True,
@@ -144,7 +147,8 @@ class Lab:
 
     def drift(self, names: list[str], path: str) -> None:
         """The one change of a one-change run: a managed file removed from every host."""
-        self._each(names, lambda n: self.host_exec(n, f"rm -f '{path}'"))
+        pids = self.pids()
+        self._each(names, lambda n: self.host_exec(n, f"rm -f '{path}'", pids[n]))
 
     # -- round trips --
 
@@ -176,7 +180,12 @@ class Lab:
 
     # -- end state --
 
-    def snapshot(self, name: str, files: Iterable[str]) -> dict[str, Any]:
+    def snapshots(self, names: list[str], files: Iterable[str]) -> dict[str, dict[str, Any]]:
+        pids, paths = self.pids(), list(files)
+        found = self._each(names, lambda n: self.snapshot(n, paths, pids[n]))
+        return dict(zip(names, found, strict=True))
+
+    def snapshot(self, name: str, files: Iterable[str], pid: int | None = None) -> dict[str, Any]:
         """What is really on the host: dpkg's database, holds, file hashes, /usr/local/cuda."""
         quoted = " ".join(f"'{p}'" for p in files)
         out = self.host_exec(
@@ -185,6 +194,7 @@ class Lab:
             " apt-mark showhold; echo '--';"
             f' for f in {quoted}; do [ -e "$f" ] && sha256sum "$f"; done; echo \'--\';'
             " readlink /etc/alternatives/cuda || true",
+            pid,
         )
         pkgs_text, held_text, sums_text, alt_text = out.split("--\n")
         packages = {}

@@ -141,8 +141,9 @@ class Bench:
         )
         if scenario != "noop" or i == 0:
             bad = {}
+            snaps = self.lab.snapshots(names, stack["expect"]["files"])
             for name in names:
-                snap = self.lab.snapshot(name, stack["expect"]["files"])
+                snap = snaps[name]
                 found = problems(snap, stack["expect"])
                 if scenario == "cold" and name == names[0]:
                     found += self.same_packages(tool.name, n, snap["packages"])
