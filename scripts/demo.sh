@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 inv=${GPUNODE_DEMO_INVENTORY:-/tmp/gpunode-demo.yaml}
 gpunode lab up --hosts 4 --gpus 2 --model H200
-gpunode lab inventory > "$inv"
+gpunode lab inventory --conda > "$inv"
 gpunode check "$inv"
 gpunode plan "$inv" || true
 gpunode apply "$inv" --yes --no-tui

@@ -155,7 +155,12 @@ def status(as_json: bool) -> None:
 
 
 @lab.command()
-def inventory() -> None:
+@click.option(
+    "--conda",
+    is_flag=True,
+    help="Also declare conda envs with PyTorch and TensorFlow (the lab's stand-in wheels).",
+)
+def inventory(conda: bool) -> None:
     """Print an inventory for the running lab's hosts."""
     from gpunode.lab.inventory import render
 
@@ -164,7 +169,7 @@ def inventory() -> None:
     if cfg is None:
         click.echo(f"error: no lab in {paths.root}; start one with `gpunode lab up`", err=True)
         sys.exit(EXIT_ERROR)
-    click.echo(render(paths, cfg), nl=False)
+    click.echo(render(paths, cfg, conda=conda), nl=False)
 
 
 def _host_request(op: str, **args: Any) -> dict[str, Any]:

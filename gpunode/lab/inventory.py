@@ -30,7 +30,7 @@ def _q(value: str) -> str:
     return json.dumps(value)  # a JSON string is a valid YAML double-quoted scalar
 
 
-def render(paths: LabPaths, cfg: LabConfig) -> str:
+def render(paths: LabPaths, cfg: LabConfig, conda: bool = False) -> str:
     urls = repo_urls(cfg.repo_url)
     lines = [
         f"# gpunode lab: {cfg.hosts} simulated {cfg.gpus}x {cfg.model} host(s), "
@@ -58,7 +58,19 @@ def render(paths: LabPaths, cfg: LabConfig) -> str:
         '    cudnn: "9"',
         '    nccl: "2.28"',
         "    cuda_env: true",
-        "    smoke: [nvidia-smi]",
+    ]
+    if conda:
+        lines += [
+            "    conda:",
+            "      prefix: /opt/conda",
+            "      envs:",
+            '        torch: {python: "3.11", pytorch: "2.11.0"}',
+            '        tf: {python: "3.11", tensorflow: "2.19.0"}',
+            "    smoke: [nvidia-smi, torch, tensorflow]",
+        ]
+    else:
+        lines += ["    smoke: [nvidia-smi]"]
+    lines += [
         "groups:",
         "  lab:",
         "    hosts:",

@@ -72,6 +72,19 @@ def _write(path: Path, text: str | bytes, mode: int = 0o644) -> None:
     os.chmod(path, mode)
 
 
+# What the machine has that a fresh Ubuntu host would not (globs under /).
+MACHINE_ONLY = (
+    "usr/local/cuda",
+    "usr/local/cuda-*",
+    "etc/alternatives/cuda*",
+    "var/lib/dpkg/alternatives/cuda*",
+    "etc/pip.conf",
+    "etc/xdg/pip",
+    "root/.config/pip",
+    "root/.pip",
+)
+
+
 def _whiteout(path: Path) -> None:
     """Hide a file of the machine's root from the hosts (an overlayfs whiteout)."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -161,6 +174,11 @@ def build_base(paths: LabPaths, cfg: LabConfig, client_pub: str, password_hash: 
     for name in MACHINE_HOST_KEYS:
         if os.path.lexists(f"/etc/ssh/{name}"):
             _whiteout(base / "etc/ssh" / name)
+    # A fresh Ubuntu has no CUDA and no pip configuration: hide the machine's.
+    for name in MACHINE_ONLY:
+        for found in sorted(Path("/").glob(name)):
+            if os.path.lexists(found):
+                _whiteout(base / found.relative_to("/"))
     # apt talks only to the lab repository: no machine mirrors, no machine lists.
     _write(base / "etc/apt/sources.list", "")
     _opaque_dir(base / "etc/apt/sources.list.d")

@@ -5,6 +5,7 @@ On a machine without a GPU (CI) the GPU parts skip and say why; the CPU parts co
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -272,6 +273,21 @@ def test_torch_absent_is_a_skip_with_a_reason(tmp_path: Path) -> None:
     (line,) = [json.loads(x) for x in proc.stdout.splitlines()]
     assert line["name"] == "torch" and line["status"] == "skip"
     assert line["reason"].startswith("torch is not importable here: No module named 'torch'")
+
+
+def test_the_labs_torch_stand_in_is_a_skip_not_a_failure(tmp_path: Path) -> None:
+    """The lab installs a stand-in torch wheel (it computes nothing): say so and skip."""
+    import zipfile
+
+    from gpunode.lab.repo.pypi import torch_wheel
+
+    with zipfile.ZipFile(io.BytesIO(torch_wheel("2.11", "cu130").build())) as whl:
+        whl.extractall(tmp_path)
+    lines = run("check_torch.py", env={"PYTHONPATH": str(tmp_path)})
+    assert [(x["name"], x["status"]) for x in lines] == [("torch", "skip")]
+    assert lines[0]["reason"] == (
+        "torch 2.11.0+cu130 here is gpunode lab's stand-in: nothing to compute"
+    )
 
 
 # -- nccl-allreduce ------------------------------------------------------------------------

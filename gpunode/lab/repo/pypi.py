@@ -18,18 +18,19 @@ from pathlib import Path
 
 from gpunode.compat import rules as compat
 
-# Latest patch release of each minor PyTorch/TensorFlow release (pytorch.org, pypi.org).
+# Every patch release of each minor PyTorch/TensorFlow release (pytorch.org, pypi.org), so
+# that an inventory pinning any of them finds it; the last is the newest.
 TORCH_RELEASES = {
-    "2.2": "2.2.2",
-    "2.3": "2.3.1",
-    "2.4": "2.4.1",
-    "2.5": "2.5.1",
-    "2.6": "2.6.0",
-    "2.7": "2.7.1",
-    "2.8": "2.8.0",
-    "2.9": "2.9.1",
-    "2.10": "2.10.0",
-    "2.11": "2.11.0",
+    "2.2": ("2.2.0", "2.2.1", "2.2.2"),
+    "2.3": ("2.3.0", "2.3.1"),
+    "2.4": ("2.4.0", "2.4.1"),
+    "2.5": ("2.5.0", "2.5.1"),
+    "2.6": ("2.6.0",),
+    "2.7": ("2.7.0", "2.7.1"),
+    "2.8": ("2.8.0",),
+    "2.9": ("2.9.0", "2.9.1"),
+    "2.10": ("2.10.0",),
+    "2.11": ("2.11.0",),
 }
 # The CUDA variant that PyPI's own torch wheel is built with.
 TORCH_PYPI_VARIANT = {
@@ -46,13 +47,13 @@ TORCH_PYPI_VARIANT = {
 }
 TORCH_CUDNN12 = {"2.2": 8902, "2.3": 8902, "2.4": 90100, "2.5": 90100, "2.6": 90501, "2.7": 90701}
 TF_RELEASES = {
-    "2.14": "2.14.1",
-    "2.15": "2.15.1",
-    "2.16": "2.16.2",
-    "2.17": "2.17.1",
-    "2.18": "2.18.1",
-    "2.19": "2.19.1",
-    "2.20": "2.20.0",
+    "2.14": ("2.14.0", "2.14.1"),
+    "2.15": ("2.15.0", "2.15.1"),
+    "2.16": ("2.16.1", "2.16.2"),
+    "2.17": ("2.17.0", "2.17.1"),
+    "2.18": ("2.18.0", "2.18.1"),
+    "2.19": ("2.19.0", "2.19.1"),
+    "2.20": ("2.20.0",),
 }
 CUDA_RUNTIME_WHEEL = {"11.8": "11.8.89", "12.2": "12.2.140", "12.3": "12.3.101", "12.5": "12.5.82"}
 CUDNN_WHEEL = {"8.7": "8.7.0.84", "8.9": "8.9.7.29", "9.3": "9.3.0.75"}
@@ -116,8 +117,8 @@ def _cudnn_for(minor: str, variant: str) -> int:
     return TORCH_CUDNN12.get(minor, 91002)
 
 
-def torch_wheel(minor: str, variant: str, local: bool = True) -> Wheel:
-    release = TORCH_RELEASES.get(minor, f"{minor}.0")
+def torch_wheel(minor: str, variant: str, local: bool = True, release: str | None = None) -> Wheel:
+    release = release or TORCH_RELEASES.get(minor, (f"{minor}.0",))[-1]
     version = f"{release}+{variant}" if local else release
     cuda = compat.variant_cuda(variant)
     init = f'''"""torch ({NOTE})"""
@@ -155,8 +156,8 @@ def tensor(data, device=None):
     return Wheel("torch", version, files)
 
 
-def tensorflow_wheel(minor: str, tested: dict[str, str]) -> list[Wheel]:
-    version = TF_RELEASES.get(minor, f"{minor}.0")
+def tensorflow_wheel(minor: str, tested: dict[str, str], version: str | None = None) -> list[Wheel]:
+    version = version or TF_RELEASES.get(minor, (f"{minor}.0",))[-1]
     cuda, cudnn = tested["cuda"], tested["cudnn"]
     cmajor = cuda.split(".")[0]
     rt = Wheel(
@@ -240,12 +241,15 @@ def build_index(root: Path) -> list[str]:
     variants: dict[str, list[Wheel]] = {}
     table: dict[str, list[str]] = compat.rules()["torch_variants"]
     for minor, names in table.items():
-        for variant in names:
-            variants.setdefault(variant, []).append(torch_wheel(minor, variant))
-        simple.append(torch_wheel(minor, TORCH_PYPI_VARIANT.get(minor, names[-1]), local=False))
+        for release in TORCH_RELEASES.get(minor, (f"{minor}.0",)):
+            for variant in names:
+                variants.setdefault(variant, []).append(torch_wheel(minor, variant, True, release))
+            pypi_variant = TORCH_PYPI_VARIANT.get(minor, names[-1])
+            simple.append(torch_wheel(minor, pypi_variant, local=False, release=release))
     tf_table: dict[str, dict[str, str]] = compat.rules()["tensorflow_tested"]
     for minor, tested in tf_table.items():
-        simple += tensorflow_wheel(minor, tested)
+        for version in TF_RELEASES.get(minor, (f"{minor}.0",)):
+            simple += tensorflow_wheel(minor, tested, version)
     _write_index(root / "simple", simple)
     for variant, wheels in variants.items():
         _write_index(root / variant, wheels)

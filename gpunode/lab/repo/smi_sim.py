@@ -29,6 +29,11 @@ CUDA_VERSION = "13.0"
 
 ROOT = Path(os.environ.get("GPUNODE_LAB_ROOT", "/"))
 ETC = ROOT / "etc/gpunode-lab"
+# The installed user-space release, which a background upgrade of the libraries moves while
+# the loaded module stays: that is what makes NVML report a version mismatch.
+_INSTALLED = ROOT / "usr/share/gpunode-lab/driver-version"
+if _INSTALLED.is_file():
+    DRIVER_VERSION = (_INSTALLED.read_text().split() or [DRIVER_VERSION])[0]
 TEMPLATES = Path(
     os.environ.get("GPUNODE_LAB_SMI_TEMPLATES", str(ROOT / "usr/share/gpunode-lab/smi"))
 )

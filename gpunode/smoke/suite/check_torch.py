@@ -252,6 +252,16 @@ def main() -> int:
     except ImportError as exc:
         emit("torch", "skip", f"torch is not importable here: {exc}", seconds=t.seconds)
         return 0
+    if getattr(torch, "STAND_IN", False):
+        # gpunode lab's stand-in wheel: it installs like torch but computes nothing
+        emit(
+            "torch",
+            "skip",
+            f"torch {torch.__version__} here is gpunode lab's stand-in: nothing to compute",
+            seconds=t.seconds,
+            details={"torch": torch.__version__, "cuda": torch.version.cuda},
+        )
+        return 0
     return run(torch, args.part, args.count)
 
 
