@@ -29,12 +29,15 @@ def reboot_and_wait(state, host, timeout=300):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         time.sleep(1)
-        host.connect(show_errors=False)
-        if host.connected:
-            ok, out = host.run_shell_command(BOOT_ID)
-            if ok and out.stdout.strip() not in ("", before):
-                return
-            host.disconnect()
+        try:
+            host.connect(show_errors=False)
+            if host.connected:
+                ok, out = host.run_shell_command(BOOT_ID)
+                if ok and out.stdout.strip() not in ("", before):
+                    return
+        except Exception:  # the old boot's sshd going down under us: try again
+            pass
+        host.disconnect()
     raise RuntimeError(f"{host.name} did not come back with a new boot_id in {timeout}s")
 
 
