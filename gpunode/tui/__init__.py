@@ -30,7 +30,7 @@ def run_tui(
         it must return quickly and run the work on its own thread, emitting events.
     board: a monitor Board (with its Sampler already started) for the GPUs tab.
     Returns RunFinished.exit_code, 0 if the run never finished and was not running,
-    or 130 if the user quit while the run was in progress.
+    130 if the user quit while the run was in progress, or 1 if the app itself failed.
     """
     from gpunode.events import Bus
     from gpunode.tui.app import GpunodeApp
@@ -64,8 +64,14 @@ def run_tui(
     )
     if isinstance(events, Bus):
         events.subscribe(app.post_event)
-    code = app.run()
-    return int(code) if code is not None else 0
+    return _exit_code(app, app.run())
+
+
+def _exit_code(app: Any, code: int | None) -> int:
+    """What the app exited with; a crash of the app itself (return_code 1) is not a success."""
+    if code is not None:
+        return int(code)
+    return int(app.return_code or 0)
 
 
 def run_top(board: Board, *, title: str = "gpunode top", interval: float = 0.5) -> int:
@@ -73,5 +79,4 @@ def run_top(board: Board, *, title: str = "gpunode top", interval: float = 0.5) 
     from gpunode.tui.app import GpunodeApp
 
     app = GpunodeApp(mode="top", board=board, title=title, gpu_interval=interval)
-    code = app.run()
-    return int(code) if code is not None else 0
+    return _exit_code(app, app.run())

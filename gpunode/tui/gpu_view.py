@@ -44,7 +44,7 @@ LAB_COLS = (
     Col("mem%", 4, "mem"),
     Col("max°C", 5, "temp"),
     Col("power W", 11, "power"),
-    Col("state", 30, "link"),
+    Col("state", 40, "link"),
 )
 HOST_COLS = (
     Col("", 1, "link"),
@@ -274,24 +274,24 @@ class GpuView(Vertical):
     def _update_head(self) -> None:
         col = next(c.label for c in self.cols if c.key == self.sort[self.mode])
         arrow = "↓" if self.reverse[self.mode] else "↑"
+        head = Text()
         if self.mode == "lab":
             n_gpu = sum(len(v.gpus) for v in self._views.values())
             live = sum(1 for link in self._links.values() if link == "live")
-            head = (
-                f"[b]Lab overview[/b]  {len(self._views)} hosts ({live} live), {n_gpu} GPUs"
-                f"  ·  sorted by {col or 'status'} {arrow}  ·  [dim]o: one host  enter: open[/dim]"
-            )
-            if self.filter:
-                head += f"  ·  filter: {self.filter}"
+            head.append("Lab overview", "bold")
+            head.append(f"  {len(self._views)} hosts ({live} live), {n_gpu} GPUs")
+            head.append(f"  ·  sorted by {col or 'status'} {arrow}  ·  ")
+            head.append("o: one host  enter: open", "dim")
         else:
             v = self._views.get(self.host or "")
             link = v.link if v else "down"
             m, style = mark(link)
             state = _link_text(v, self.clock()) if v else ""
-            head = (
-                f"[b]{self.host}[/b]  [{style}]{m} {state}[/]  ·  sorted by {col or 'status'} "
-                f"{arrow}  ·  [dim]o: overview  n/p: next/prev host[/dim]"
-            )
+            head.append(self.host or "", "bold").append("  ").append(f"{m} {state}", style)
+            head.append(f"  ·  sorted by {col or 'status'} {arrow}  ·  ")
+            head.append("o: overview  n/p: next/prev host", "dim")
+        if self.filter:
+            head.append(f"  ·  filter: {self.filter}")
         self.query_one("#gpu-head", Static).update(head)
 
     def _update_procs(self) -> None:
@@ -312,7 +312,7 @@ class GpuView(Vertical):
         ]
         self._procs.sync(rows)
         self.query_one("#proc-head", Static).update(
-            f"[b]Processes[/b] ({len(rows)})" if rows else "[b]Processes[/b]  none"
+            Text.assemble(("Processes", "bold"), f" ({len(rows)})" if rows else "  none")
         )
 
     # -- actions -------------------------------------------------------------------------

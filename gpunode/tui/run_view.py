@@ -6,7 +6,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from rich.markup import escape
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -47,42 +46,46 @@ def host_cells(h: HostRun, now: float) -> list[Cell]:
     ]
 
 
-def plan_markup(h: HostRun) -> str:
-    lines = [f"[b]{escape(h.name)}[/b]  {escape(h.status)}  {escape(h.detail)}"]
+def plan_text(h: HostRun) -> Text:
+    """The selected host's status, plan and diffs. Built as Text, never markup: commands
+    and messages are full of brackets and `=` that a markup parser would take for tags."""
+    out = Text()
+    out.append(h.name, "bold").append(f"  {h.status}  {h.detail}".rstrip())
     if h.message:
-        lines.append(f"[red]{escape(h.message)}[/red]")
+        out.append("\n").append(h.message, "red")
     if h.refused:
-        lines.append(f"[red]refused: {escape(h.refused)}[/red]")
+        out.append("\n").append(f"refused: {h.refused}", "red")
     if h.plan:
-        lines.append(f"[b]Plan[/b] ({len(h.plan)} change{'s' if len(h.plan) != 1 else ''})")
+        n = len(h.plan)
+        out.append("\n").append("Plan", "bold").append(f" ({n} change{'s' if n != 1 else ''})")
         for i, change in enumerate(h.plan):
             done = "✔" if i < h.done else ("▶" if i == h.done and h.status == "applying" else "·")
-            lines.append(f" {done} {escape(change_title(change))}")
+            out.append(f"\n {done} {change_title(change)}")
     elif h.status not in ("waiting", "connecting", "gathering"):
-        lines.append("[dim]no changes planned[/dim]")
+        out.append("\n").append("no changes planned", "dim")
     for title, diff in h.diffs:
-        lines.append(f"[b]Diff[/b] {escape(title)}")
+        out.append("\n").append("Diff", "bold").append(f" {title}")
         for dl in diff.splitlines():
             style = "green" if dl.startswith("+") else "red" if dl.startswith("-") else "dim"
-            lines.append(f"[{style}]{escape(dl)}[/{style}]")
-    return "\n".join(lines)
+            out.append("\n").append(dl, style)
+    return out
 
 
-def recap_markup(state: RunState) -> str:
+def recap_text(state: RunState) -> Text:
     counts: dict[str, int] = {}
     for h in state.hosts.values():
         counts[h.status] = counts.get(h.status, 0) + 1
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
     took = elapsed(state.seconds) if state.seconds is not None else ""
-    lines = [f"[b]Recap[/b]  exit {state.exit_code}  ·  {took}  ·  {summary}"]
+    out = Text()
+    out.append("Recap", "bold").append(f"  exit {state.exit_code}  ·  {took}  ·  {summary}")
     for name, status, ok, changed, failed, message in state.recap():
         m, style = mark(status)
-        extra = f"  [dim]{escape(message)}[/dim]" if message and status != "ok" else ""
-        lines.append(
-            f" [{style}]{m} {escape(name):<16} {status:<11}[/]"
-            f" ok={ok:<3} changed={changed:<3} failed={failed:<3}{extra}"
-        )
-    return "\n".join(lines)
+        out.append("\n ").append(f"{m} {name:<16} {status:<11}", style)
+        out.append(f" ok={ok:<3} changed={changed:<3} failed={failed:<3}")
+        if message and status != "ok":
+            out.append("  ").append(message, "dim")
+    return out
 
 
 class RunView(Vertical):
@@ -144,7 +147,7 @@ class RunView(Vertical):
             cells = host_cells(self.state.hosts[name], now)
             self._sync.sync_row(pos, cells)
         if self.selected in names:
-            self.query_one("#run-plan", Static).update(plan_markup(self.state.hosts[self.selected]))
+            self.query_one("#run-plan", Static).update(plan_text(self.state.hosts[self.selected]))
         self._update_head()
 
     def tick(self) -> None:
@@ -170,7 +173,7 @@ class RunView(Vertical):
         if self.state.running or self.state.exit_code is None:
             recap.display = False
             return
-        recap.update(recap_markup(self.state))
+        recap.update(recap_text(self.state))
         recap.display = True
 
     def _update_head(self) -> None:
@@ -178,9 +181,10 @@ class RunView(Vertical):
         n = len(s.hosts)
         final = sum(1 for h in s.hosts.values() if h.final)
         verb = "running" if s.running else ("finished" if s.exit_code is not None else "waiting")
-        head = f"[b]{escape(s.command or 'run')}[/b]  {verb}  ·  {final}/{n} hosts done"
+        head = Text()
+        head.append(s.command or "run", "bold").append(f"  {verb}  ·  {final}/{n} hosts done")
         if self.filter:
-            head += f"  ·  filter: {escape(self.filter)}"
+            head.append(f"  ·  filter: {self.filter}")
         self.query_one("#run-head", Static).update(head)
 
     # -- selection -----------------------------------------------------------------------
@@ -196,7 +200,7 @@ class RunView(Vertical):
             plan.update("")
             return
         h = self.state.hosts[name]
-        plan.update(plan_markup(h))
+        plan.update(plan_text(h))
         self.sync_output()
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:

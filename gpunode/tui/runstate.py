@@ -74,6 +74,10 @@ class HostRun:
 
 
 def change_title(change: dict[str, Any]) -> str:
+    """A planned change (Change.to_json()) as one line: "role: task", as ChangeStarted says it."""
+    role, task = change.get("role"), change.get("task")
+    if isinstance(task, str) and task:
+        return f"{role}: {task}" if isinstance(role, str) and role else task
     for key in ("title", "summary", "description", "name"):
         v = change.get(key)
         if isinstance(v, str) and v:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.markup import escape
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -78,12 +77,14 @@ class SmokeView(Vertical):
                 st = str(result.get("status", "?"))
                 counts[st] = counts.get(st, 0) + 1
         self._sync.sync(rows)
-        summary = "  ".join(
-            f"[{mark(s)[1]}]{mark(s)[0]} {n} {escape(s)}[/]" for s, n in sorted(counts.items())
-        )
-        head = f"[b]Smoke tests[/b]  {summary or '[dim]no results yet[/dim]'}"
+        head = Text()
+        head.append("Smoke tests", "bold")
+        for s, n in sorted(counts.items()):
+            head.append("  ").append(f"{mark(s)[0]} {n} {s}", mark(s)[1])
+        if not counts:
+            head.append("  ").append("no results yet", "dim")
         if self.filter:
-            head += f"  ·  filter: {escape(self.filter)}"
+            head.append(f"  ·  filter: {self.filter}")
         self.query_one("#smoke-head", Static).update(head)
 
     def set_filter(self, text: str) -> None:

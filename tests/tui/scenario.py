@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from gpunode import events as ev
 from gpunode.monitor import Board, GpuProcess, GpuSample
@@ -15,14 +16,37 @@ def clock() -> float:
     return T0 + 95.0
 
 
+def change(role: str, task: str, *commands: str) -> dict[str, Any]:
+    """A planned change as PlanReady carries it (Change.to_json()): brackets, `=` and all."""
+    return {
+        "role": role,
+        "task": task,
+        "op": "install",
+        "reason": "missing",
+        "commands": list(commands),
+        "sudo": True,
+        "reboot": False,
+        "path": None,
+        "tags": [role],
+    }
+
+
+def title(change: dict[str, Any]) -> str:
+    return f"{change['role']}: {change['task']}"
+
+
 def run_events() -> list[ev.Event]:
     """gpu-a converged with changes, gpu-b mid-apply (streaming apt), gpu-c unreachable,
     gpu-d rebooting."""
     plan = (
-        {"title": "apt repository: NVIDIA CUDA (ubuntu2404)"},
-        {"title": "nvidia-driver-580-open 580.159.04"},
-        {"title": "cuda-toolkit-13-0"},
-        {"title": "/etc/profile.d/cuda.sh"},
+        change(
+            "nvidia_repo",
+            "NVIDIA CUDA repository (ubuntu2404)",
+            "env DEBIAN_FRONTEND=noninteractive dpkg --force-confold -i /tmp/cuda-keyring.deb",
+        ),
+        change("driver", "nvidia-open-580 580.159.04", "apt-get install -y nvidia-open-580"),
+        change("cuda", "cuda-toolkit-13-0", "apt-get install -y cuda-toolkit-13-0"),
+        change("cuda_env", "/etc/profile.d/cuda.sh", "install -m 0644 [...] /etc/profile.d"),
     )
     e: list[ev.Event] = [
         ev.RunStarted("", command="apply lab.yaml", hosts=HOSTS, ts=T0),
@@ -34,19 +58,19 @@ def run_events() -> list[ev.Event]:
         ev.HostConnected("gpu-a", target="x", seconds=0.4, ts=T0 + 2),
         ev.HostStatusChanged("gpu-a", status="planning", ts=T0 + 3),
         ev.PlanReady("gpu-a", changes=plan[2:], ts=T0 + 4),
-        ev.ChangeStarted("gpu-a", index=0, total=2, title=plan[2]["title"], ts=T0 + 5),
-        ev.ChangeFinished("gpu-a", index=0, title=plan[2]["title"], status="changed",
+        ev.ChangeStarted("gpu-a", index=0, total=2, title=title(plan[2]), ts=T0 + 5),
+        ev.ChangeFinished("gpu-a", index=0, title=title(plan[2]), status="changed",
                           seconds=40.0, ts=T0 + 45),
-        ev.ChangeStarted("gpu-a", index=1, total=2, title=plan[3]["title"], ts=T0 + 45),
-        ev.ChangeFinished("gpu-a", index=1, title=plan[3]["title"], status="changed",
+        ev.ChangeStarted("gpu-a", index=1, total=2, title=title(plan[3]), ts=T0 + 45),
+        ev.ChangeFinished("gpu-a", index=1, title=title(plan[3]), status="changed",
                           seconds=0.1, diff="--- /etc/profile.d/cuda.sh\n+++ new\n"
                           "+export PATH=/usr/local/cuda/bin:$PATH", ts=T0 + 46),
         ev.HostFinished("gpu-a", status="changed", ok=0, changed=2, seconds=45.0, ts=T0 + 46),
         ev.PlanReady("gpu-b", changes=plan, ts=T0 + 4),
-        ev.ChangeStarted("gpu-b", index=0, total=4, title=plan[0]["title"], ts=T0 + 5),
-        ev.ChangeFinished("gpu-b", index=0, title=plan[0]["title"], status="changed",
+        ev.ChangeStarted("gpu-b", index=0, total=4, title=title(plan[0]), ts=T0 + 5),
+        ev.ChangeFinished("gpu-b", index=0, title=title(plan[0]), status="changed",
                           seconds=3.0, ts=T0 + 8),
-        ev.ChangeStarted("gpu-b", index=1, total=4, title=plan[1]["title"], ts=T0 + 8),
+        ev.ChangeStarted("gpu-b", index=1, total=4, title=title(plan[1]), ts=T0 + 8),
         ev.CommandOutput("gpu-b", index=1, stream="stdout",
                          text="Reading package lists... Done\nBuilding dependency tree... Done\n",
                          ts=T0 + 9),
@@ -54,8 +78,8 @@ def run_events() -> list[ev.Event]:
                          text="Unpacking nvidia-driver-580-open (580.159.04-0ubuntu1) ...\n",
                          ts=T0 + 10),
         ev.PlanReady("gpu-d", changes=plan[1:2], ts=T0 + 4),
-        ev.ChangeStarted("gpu-d", index=0, total=1, title=plan[1]["title"], ts=T0 + 5),
-        ev.ChangeFinished("gpu-d", index=0, title=plan[1]["title"], status="changed",
+        ev.ChangeStarted("gpu-d", index=0, total=1, title=title(plan[1]), ts=T0 + 5),
+        ev.ChangeFinished("gpu-d", index=0, title=title(plan[1]), status="changed",
                           seconds=30.0, ts=T0 + 35),
         ev.RebootStarted("gpu-d", reason="load nvidia 580.159.04", ts=T0 + 36),
     ]  # fmt: skip
@@ -66,7 +90,7 @@ def finish_events() -> list[ev.Event]:
     return [
         ev.RebootFinished("gpu-d", seconds=42.0, boot_id="b2", ts=T0 + 78),
         ev.HostFinished("gpu-d", status="changed", changed=1, seconds=77.0, ts=T0 + 80),
-        ev.ChangeFinished("gpu-b", index=1, title="nvidia-driver-580-open 580.159.04",
+        ev.ChangeFinished("gpu-b", index=1, title="driver: nvidia-open-580 580.159.04",
                           status="failed", seconds=50.0, message="dpkg: error processing",
                           ts=T0 + 60),
         ev.HostFinished("gpu-b", status="failed", changed=1, failed=1, seconds=59.0,

@@ -42,7 +42,7 @@ async def test_rows_follow_events() -> None:
             "gpu-c": "unreachable",
             "gpu-d": "rebooting",
         }
-        assert view.cell_text("gpu-b", STEP) == "[2/4] nvidia-driver-580-open 580.159.04"
+        assert view.cell_text("gpu-b", STEP) == "[2/4] driver: nvidia-open-580 580.159.04"
         assert view.cell_text("gpu-b", PROGRESS).endswith(" 1/4")
         assert view.cell_text("gpu-a", CHG) == "2" and view.cell_text("gpu-a", TIME) == "0:45"
         assert view.cell_text("gpu-c", STEP).startswith("connection refused")
@@ -57,6 +57,25 @@ async def test_rows_follow_events() -> None:
         assert recap.display is True
         text = str(recap.render())
         assert "exit 2" in text and "gpu-b" in text and "failed=1" in text
+
+
+async def test_plan_text_with_brackets_and_equals_is_shown_as_is() -> None:
+    """Real plans carry commands like `env DEBIAN_FRONTEND=... ['x']`: shown, never parsed."""
+    app = make_app()
+    async with app.run_test(size=(150, 45)) as pilot:
+        await feed(app, pilot, sc.run_events())
+        await pilot.press("down")  # gpu-b's plan holds the keyring change
+        plan = str(app.query_one("#run-plan").render())
+        assert "✔ nvidia_repo: NVIDIA CUDA repository (ubuntu2404)" in plan
+        assert "▶ driver: nvidia-open-580 580.159.04" in plan
+        await feed(app, pilot, [
+            ev.ChangeFinished("gpu-b", index=1, title="x", status="failed", seconds=1.0,
+                              message="E: [x=1] env A=b ['$y'] [/b]", ts=sc.T0 + 90),
+        ])  # fmt: skip
+        assert "E: [x=1] env A=b ['$y'] [/b]" in str(app.query_one("#run-plan").render())
+        await pilot.press("slash", *"[a=", "enter")
+        assert "filter: [a=" in str(app.query_one("#run-head").render())
+        assert app.is_running
 
 
 async def test_selected_host_shows_plan_diff_and_live_output() -> None:
