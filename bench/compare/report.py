@@ -102,3 +102,26 @@ def write_doc(doc: Path, runs: list[dict[str, Any]], started: str) -> None:
     else:
         text = text + ("\n" if text else "") + new
     doc.write_text(text)
+
+
+def main(argv: list[str]) -> int:
+    """`python -m bench.compare.report DOC RESULTS.json...`: one table from several runs."""
+    import json
+
+    if len(argv) < 2:
+        print("usage: python -m bench.compare.report DOC RESULTS.json...")
+        return 2
+    runs: list[dict[str, Any]] = []
+    started = []
+    for path in argv[1:]:
+        doc = json.loads(Path(path).read_text())
+        runs += doc["runs"]
+        started.append(doc["started"])
+    write_doc(Path(argv[0]), runs, " to ".join(sorted({started[0], started[-1]})))
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))
