@@ -101,5 +101,6 @@ class Sampler:
                 return
             failures = 0 if got.is_set() else failures + 1
             delay = self.delays[min(failures, len(self.delays) - 1)]
-            self.board.set_status(host, "stale", f"{reason}; retry in {delay:g}s")
+            # The retry first: a narrow column cuts the reason, not the wait.
+            self.board.set_status(host, "stale", f"retry in {delay:g}s: {reason}")
             self._stop.wait(delay)

@@ -121,6 +121,9 @@ class GpunodeApp(App[int]):
         if not self._inbox or self.mode != "run":
             self._inbox.clear() if self.mode != "run" else None
             return
+        views = self.query(RunView)
+        if not views:  # the screen is being torn down
+            return
         changed: set[str] = set()
         run_wide = smoke = finished = False
         while self._inbox:
@@ -133,13 +136,14 @@ class GpunodeApp(App[int]):
                 changed.add(host)
             smoke = smoke or isinstance(e, SmokeResult)
             finished = finished or isinstance(e, RunFinished)
-        run = self.query_one(RunView)
+        run = views.first()
         if run_wide:
             run.rebuild()
         run.update_hosts(changed)
         run.sync_output()
         if smoke:
-            self.query_one(SmokeView).rebuild()
+            for sv in self.query(SmokeView):
+                sv.rebuild()
         if run_wide or finished:
             run.show_recap()
             if finished:
@@ -148,7 +152,8 @@ class GpunodeApp(App[int]):
                 self.sub_title = self.state.command
 
     def refresh_gpus(self) -> None:
-        self.query_one(GpuView).refresh_data()
+        for view in self.query(GpuView):  # none once the screen is being torn down
+            view.refresh_data()
 
     # -- actions -------------------------------------------------------------------------
 

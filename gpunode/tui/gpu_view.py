@@ -44,7 +44,7 @@ LAB_COLS = (
     Col("mem%", 4, "mem"),
     Col("max°C", 5, "temp"),
     Col("power W", 11, "power"),
-    Col("state", 40, "link"),
+    Col("state", 44, "link"),
 )
 HOST_COLS = (
     Col("", 1, "link"),
@@ -85,8 +85,8 @@ def _link_text(view: HostView, now: float) -> str:
     if link == "live":
         return f"live ({view.source})" if view.source else "live"
     if link == "stale":
-        age = f"{now - view.last_ts:.0f}s ago" if view.last_ts else ""
-        return f"stale {age} {view.detail}".strip()
+        age = f" {now - view.last_ts:.0f}s ago" if view.last_ts else ""
+        return f"stale{age} · {view.detail}" if view.detail else f"stale{age}"
     return f"{link} {view.detail}".strip()
 
 
@@ -215,6 +215,9 @@ class GpuView(Vertical):
         if self.board is None:
             self.query_one("#gpu-head", Static).update("GPUs")
             return
+        # Held, not looked up per tick: a timer may still fire while the screen is torn down.
+        self._head = self.query_one("#gpu-head", Static)
+        self._proc_head = self.query_one("#proc-head", Static)
         self._table = self.query_one("#gpu-table", DataTable)
         self._procs = TableSync(self.query_one("#proc-table", DataTable), PROC_COLS)
         self._build_columns()
@@ -228,8 +231,8 @@ class GpuView(Vertical):
         self._table.clear(columns=True)
         self._sync = TableSync(self._table, [(c.label, c.width) for c in self.cols])
         host_mode = self.mode == "host"
-        self.query_one("#proc-table").display = host_mode
-        self.query_one("#proc-head").display = host_mode
+        self._procs.table.display = host_mode
+        self._proc_head.display = host_mode
 
     def watch_mode(self, old: str, new: str) -> None:
         if self.board is None or not self.is_mounted:
@@ -292,7 +295,7 @@ class GpuView(Vertical):
             head.append("o: overview  n/p: next/prev host", "dim")
         if self.filter:
             head.append(f"  ·  filter: {self.filter}")
-        self.query_one("#gpu-head", Static).update(head)
+        self._head.update(head)
 
     def _update_procs(self) -> None:
         v = self._views.get(self.host or "")
@@ -311,7 +314,7 @@ class GpuView(Vertical):
             for p in procs
         ]
         self._procs.sync(rows)
-        self.query_one("#proc-head", Static).update(
+        self._proc_head.update(
             Text.assemble(("Processes", "bold"), f" ({len(rows)})" if rows else "  none")
         )
 

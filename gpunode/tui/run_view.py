@@ -116,7 +116,11 @@ class RunView(Vertical):
         self._table: DataTable[Any] = self.query_one("#run-table", DataTable)
         self._sync = TableSync(self._table, COLUMNS)
         self._output = self.query_one("#run-output", Log)
-        self.query_one("#run-recap").display = False
+        # Held, not looked up per event: a timer may still fire while the screen is torn down.
+        self._head = self.query_one("#run-head", Static)
+        self._plan = self.query_one("#run-plan", Static)
+        self._recap = self.query_one("#run-recap", Static)
+        self._recap.display = False
         self.rebuild()
 
     # -- updates (called by the app after it applied events) ------------------------------
@@ -147,7 +151,7 @@ class RunView(Vertical):
             cells = host_cells(self.state.hosts[name], now)
             self._sync.sync_row(pos, cells)
         if self.selected in names:
-            self.query_one("#run-plan", Static).update(plan_text(self.state.hosts[self.selected]))
+            self._plan.update(plan_text(self.state.hosts[self.selected]))
         self._update_head()
 
     def tick(self) -> None:
@@ -169,7 +173,7 @@ class RunView(Vertical):
         self._seen = h.lines_total
 
     def show_recap(self) -> None:
-        recap = self.query_one("#run-recap", Static)
+        recap = self._recap
         if self.state.running or self.state.exit_code is None:
             recap.display = False
             return
@@ -185,7 +189,7 @@ class RunView(Vertical):
         head.append(s.command or "run", "bold").append(f"  {verb}  ·  {final}/{n} hosts done")
         if self.filter:
             head.append(f"  ·  filter: {self.filter}")
-        self.query_one("#run-head", Static).update(head)
+        self._head.update(head)
 
     # -- selection -----------------------------------------------------------------------
 
@@ -195,7 +199,7 @@ class RunView(Vertical):
         self.selected = name
         self._output.clear()
         self._seen = 0
-        plan = self.query_one("#run-plan", Static)
+        plan = self._plan
         if name is None or name not in self.state.hosts:
             plan.update("")
             return

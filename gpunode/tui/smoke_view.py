@@ -63,6 +63,7 @@ class SmokeView(Vertical):
 
     def on_mount(self) -> None:
         self._table: DataTable[Any] = self.query_one("#smoke-table", DataTable)
+        self._head = self.query_one("#smoke-head", Static)
         self._sync = TableSync(self._table, COLUMNS)
         self.rebuild()
 
@@ -85,7 +86,7 @@ class SmokeView(Vertical):
             head.append("  ").append("no results yet", "dim")
         if self.filter:
             head.append(f"  ·  filter: {self.filter}")
-        self.query_one("#smoke-head", Static).update(head)
+        self._head.update(head)
 
     def set_filter(self, text: str) -> None:
         self.filter = text

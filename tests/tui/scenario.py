@@ -149,7 +149,7 @@ def board(hosts: Sequence[str] = HOSTS, gpus: int = 8, ticks: int = 30) -> Board
             if h == "gpu-c" and t >= ticks // 2:
                 continue
             b.add_samples(h, samples(h, gpus, t, ts))
-    b.set_status("gpu-c", "stale", "nvidia-smi ended: exit 255; retry in 4s")
+    b.set_status("gpu-c", "stale", "retry in 4s: nvidia-smi ended: exit 255")
     b.set_processes("gpu-a", [
         GpuProcess("gpu-a", 0, 4242, "alice", 40960, "python train.py --model llama"),
         GpuProcess("gpu-a", 3, 5151, "bob", 2048, "python eval.py"),

@@ -44,7 +44,9 @@ async def test_stale_host_keeps_last_values_and_is_marked() -> None:
         await settle(pilot)
         gv = app.query_one(GpuView)
         assert gv.cell_text("gpu-c", 0) == "◌"
-        assert gv.cell_text("gpu-c", STATE).startswith("stale 16s ago nvidia-smi ended")
+        assert gv.cell_text("gpu-c", STATE).startswith(
+            "stale 16s ago · retry in 4s: nvidia-smi ended"
+        )
         assert gv.cell_text("gpu-c", 2) == "8"  # last values kept
         assert gv.cell_text("gpu-a", 0) == "●" and gv.cell_text("gpu-a", STATE).startswith("live")
 

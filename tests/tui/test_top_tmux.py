@@ -7,55 +7,19 @@ lines shaped like the H200 captures; the transport, sampler and app are all real
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
-import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.tui.tmux import Tmux, host_line, start_gpunode
 
 FAKE_DIR = Path(__file__).parent.parent / "fixtures" / "monitor"
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (apt-get install tmux)"),
 ]
-
-
-class Tmux:
-    def __init__(self, socket: str, session: str) -> None:
-        self.socket, self.session = socket, session
-
-    def cmd(self, *args: str) -> str:
-        out = subprocess.run(
-            ["tmux", "-L", self.socket, *args], capture_output=True, text=True, check=False
-        )
-        return out.stdout
-
-    def screen(self) -> str:
-        return self.cmd("capture-pane", "-p", "-t", self.session)
-
-    def keys(self, *keys: str) -> None:
-        self.cmd("send-keys", "-t", self.session, *keys)
-
-    def alive(self) -> bool:
-        return self.session in self.cmd("list-sessions", "-F", "#{session_name}")
-
-    def wait(self, cond: Callable[[str], bool], timeout: float = 20.0) -> str:
-        end = time.monotonic() + timeout
-        screen = ""
-        while time.monotonic() < end:
-            screen = self.screen()
-            if cond(screen):
-                return screen
-            time.sleep(0.2)
-        raise AssertionError(f"screen never matched; last screen:\n{screen}")
-
-
-def host_line(screen: str, host: str) -> str:
-    return next((ln for ln in screen.splitlines() if f" {host} " in ln), "")
 
 
 @pytest.fixture
@@ -69,27 +33,12 @@ def top(tmp_path: Path) -> Iterator[tuple[Tmux, Path]]:
         "PATH": f"{FAKE_DIR}{os.pathsep}{os.environ['PATH']}",
         "FAKE_SMI_DOWN": str(down),
         "FAKE_SMI_GPUS": "4",
-        "TERM": "xterm-256color",
     }
-    cmd = " ".join(
-        [
-            "env", "-u", "COLUMNS", "-u", "LINES",  # set by pytest; Textual would obey them
-            *(shlex.quote(f"{k}={v}") for k, v in env.items()),
-            shlex.quote(sys.executable), "-m", "gpunode", "top", shlex.quote(str(inv)),
-            "--interval", "0.5",
-            ";", "echo", "EXITED=$?", ";", "sleep", "30",
-        ]
-    )  # fmt: skip
-    t = Tmux(f"gpunode-test-{os.getpid()}", "top")
-    # Fix the size before the app starts: a detached session may otherwise shrink to 80x24.
-    t.cmd("-f", "/dev/null", "new-session", "-d", "-s", "top", "-x", "160", "-y", "40", "sleep 600")
-    t.cmd("set-option", "-g", "window-size", "manual")
-    t.cmd("resize-window", "-t", "top", "-x", "160", "-y", "40")
-    t.cmd("respawn-pane", "-k", "-t", "top", cmd)
+    t = start_gpunode(["top", str(inv), "--interval", "0.5"], env)
     try:
         yield t, down
     finally:
-        t.cmd("kill-server")
+        t.kill()
 
 
 def test_top_shows_live_gpus_survives_a_drop_and_quits(top: tuple[Tmux, Path]) -> None:
@@ -112,5 +61,4 @@ def test_top_shows_live_gpus_survives_a_drop_and_quits(top: tuple[Tmux, Path]) -
     s = t.wait(lambda s: "SM MHz" in s and "H200" in s)
     assert sum(1 for ln in s.splitlines() if " H200 " in ln) == 4
     t.keys("q")
-    s = t.wait(lambda s: "EXITED=" in s)
-    assert "EXITED=0" in s
+    assert t.exit_code() == 0
