@@ -1,0 +1,77 @@
+"""More of apply on lab hosts: conda envs with frameworks, and rolling changes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import Lab
+from test_apply_lab import apply, of, on_host
+
+from gpunode import compat
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+# The worked example's envs (inventories/lab.yaml), with nothing else in the stack.
+CONDA = {
+    "prefix": "/opt/conda",
+    "envs": {
+        "torch": {"python": "3.11", "pytorch": "2.4.1"},
+        "tf": {"python": "3.11", "tensorflow": "2.16.1"},
+    },
+}
+
+
+def test_conda_envs_with_pytorch_and_tensorflow(lab: Lab, tmp_path: Path) -> None:
+    assert lab.gpunode("lab", "reset", "lab-02").returncode == 0
+    stack = {"driver": None, "cuda": None, "cudnn": None, "nccl": None, "cuda_env": False}
+    inv = lab.inventory(tmp_path, **stack, conda=CONDA, smoke=["torch", "tensorflow"])
+    code, evs = apply(lab, inv, "--limit", "lab-02")
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "HostFinished")]
+    envs = on_host(inv, "lab-02", "/opt/conda/bin/conda env list --json")
+    assert '"/opt/conda/envs/torch"' in envs and '"/opt/conda/envs/tf"' in envs
+    # PyTorch from the wheel index of the variant the compatibility rules choose
+    variant = compat.torch_variant("2.4.1", None, None)
+    torch = on_host(inv, "lab-02", "/opt/conda/envs/torch/bin/python -c "
+                    "'import torch; print(torch.__version__)'")  # fmt: skip
+    assert torch.strip() == f"2.4.1+{variant}"
+    # TensorFlow as tensorflow[and-cuda]: its CUDA wheels came along
+    pip = on_host(inv, "lab-02", "/opt/conda/envs/tf/bin/python -m pip list --format=freeze")
+    assert "tensorflow==2.16.1" in pip.split()
+    assert any(line.startswith("nvidia-cudnn-cu12==") for line in pip.split())
+    # the stand-in wheels compute nothing: the smoke tests say so rather than fail
+    smoke = {e["result"]["name"]: e["result"] for e in of(evs, "SmokeResult", "lab-02")}
+    assert smoke["torch"]["status"] == "skip" and "stand-in" in smoke["torch"]["reason"]
+    # a second run changes nothing
+    code, evs = apply(lab, inv, "--limit", "lab-02", "--no-smoke")
+    assert code == 0 and of(evs, "ChangeStarted") == []
+
+
+def written_by_gpunode(lab: Lab, host: str) -> dict[str, str]:
+    # the lab itself writes the simulated module state at each boot
+    return {k: v for k, v in lab.tree(host).items() if not k.startswith("etc/gpunode-lab/")}
+
+
+def test_serial_batches_stop_at_max_fail(lab: Lab, tmp_path: Path) -> None:
+    for host in ("lab-01", "lab-02"):
+        assert lab.gpunode("lab", "reset", host).returncode == 0
+    stack = {"driver": None, "cuda": None, "cudnn": None, "nccl": None, "cuda_env": True,
+             "smoke": []}  # fmt: skip
+    inv = lab.inventory(tmp_path, **stack)
+    before = written_by_gpunode(lab, "lab-02")
+    assert lab.gpunode("lab", "fault", "lab-01", "refuse").returncode == 0
+    try:
+        code, evs = apply(lab, inv, "--serial", "1", "--max-fail", "0")
+    finally:
+        assert lab.gpunode("lab", "fault", "lab-01", "refuse", "--off").returncode == 0
+    assert code == 4
+    finished = {e["host"]: e["status"] for e in of(evs, "HostFinished")}
+    assert finished == {"lab-01": "unreachable", "lab-02": "skipped"}
+    assert written_by_gpunode(lab, "lab-02") == before  # the second batch never started
+    # without the fault, one host per batch: both converge
+    code, evs = apply(lab, inv, "--serial", "1")
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "HostFinished")]
+    starts = [e["host"] for e in of(evs, "ChangeStarted")]
+    assert starts and starts == sorted(starts)  # lab-01's changes all before lab-02's
+    for host in ("lab-01", "lab-02"):
+        assert "CUDA_HOME" in on_host(inv, host, "cat /etc/profile.d/gpunode-cuda.sh")
