@@ -151,8 +151,9 @@ class RunState:
         elif isinstance(e, ev.FactsGathered):
             h.detail = f"facts in {e.seconds:.1f}s"
         elif isinstance(e, ev.PlanReady):
-            h.plan = list(e.changes)
-            h.total = len(e.changes)
+            # A host plans again after a reboot: what is done stays, the rest is the new plan.
+            h.plan = h.plan[: h.done] + list(e.changes)
+            h.total = len(h.plan)
             h.refused = e.refused
             if e.refused:
                 h.message = e.refused
@@ -160,8 +161,8 @@ class RunState:
             self._begin(h, e.ts)
             if h.status not in ("rebooting",):
                 h.status = "applying"
-            h.total = max(h.total, e.total)
-            h.step = f"[{e.index + 1}/{e.total}] {e.title}"
+            h.total = max(h.total, h.done + 1)
+            h.step = f"[{h.done + 1}/{h.total}] {e.title}"
             if h.partial:
                 h.add_output("\n")
             h.add_line(f"── {h.step}")

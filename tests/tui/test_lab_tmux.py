@@ -6,11 +6,15 @@ read with capture-pane; what the screen claims is checked against the hosts them
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -142,3 +146,87 @@ def test_top_shows_every_lab_gpu_moving_survives_a_dropped_host_and_quits(
 
     t.keys("q")
     assert t.exit_code() == 0
+
+
+ROW = re.compile(r"^\s*\S\s+(lab-\d\d)\s+([a-z]+)\b(.*)$")
+RECAP_ROW = re.compile(r"(lab-\d\d)\s+([a-z]+)\s+ok=(\d+)\s+changed=(\d+)\s+failed=(\d+)")
+PROGRESS = re.compile(r"\s(\d+)/(\d+)\s")
+
+
+def packages(lab: Lab, host: str) -> dict[str, tuple[str, str]]:
+    """name -> (version, dpkg status) for every package dpkg knows of in the host."""
+    out = {}
+    for line in lab.run(host, DPKG).stdout.splitlines():
+        name, version, status = line.split(" ", 2)
+        out[name] = (version, status.strip())
+    return out
+
+
+def test_apply_shows_hosts_advancing_live_with_a_reboot_and_a_true_recap(
+    tui_lab: Lab, tmp_path: Path
+) -> None:
+    hosts = tui_lab.names
+    for h in hosts:  # from nothing: no driver, no repository, never rebooted by gpunode
+        tui_lab.reset(h)
+        assert "nvidia-open-580" not in packages(tui_lab, h)
+    boots = {h: tui_lab.status()[h]["boots"] for h in hosts}
+    env = {"GPUNODE_STATE_DIR": str(tmp_path / "state")}
+    t = start_gpunode(["apply", str(tui_lab.inventory_path), "--yes"], env, size=(160, 45))
+    seen: dict[str, list[str]] = {h: [] for h in hosts}  # each host's statuses, in order
+    done: dict[str, list[int]] = {h: [] for h in hosts}  # its finished changes, as shown
+    reboot_shown: set[str] = set()  # hosts whose step read "reboot: <why>"
+    try:
+        deadline = time.monotonic() + 400
+        screen = ""
+        while "Recap" not in screen:
+            assert time.monotonic() < deadline, f"no recap; last screen:\n{screen}"
+            screen = t.screen()
+            for line in screen.splitlines():
+                m = ROW.match(line)
+                if not m or "ok=" in line:
+                    continue
+                host, status, rest = m.groups()
+                if not seen[host] or seen[host][-1] != status:
+                    seen[host].append(status)
+                if status == "rebooting" and "reboot: " in rest:
+                    reboot_shown.add(host)
+                if p := PROGRESS.search(rest):
+                    done[host].append(int(p.group(1)))
+            time.sleep(0.25)
+        screen = t.wait(lambda s: {m.group(1) for m in RECAP_ROW.finditer(s)} == set(hosts))
+        recap = {m.group(1): m.groups()[1:] for m in RECAP_ROW.finditer(screen)}
+        assert re.search(r"Recap\s+exit 0\b", screen), screen
+
+        for h in hosts:
+            order = seen[h]
+            # Live: the row went through the run's stages, in this order, before the end.
+            assert "applying" in order and "rebooting" in order, (h, order)
+            assert order.index("applying") < order.index("rebooting") < len(order) - 1, order
+            assert order[-1] == "changed", (h, order)
+            assert h in reboot_shown
+            assert done[h] == sorted(done[h]) and len(set(done[h])) >= 3, (h, done[h])
+            assert recap[h][0] == "changed" and recap[h][3] == "0", (h, recap[h])
+            assert int(recap[h][2]) > 0
+            row = next(ln for ln in screen.splitlines() if (m := ROW.match(ln)) and m[1] == h)
+            p = PROGRESS.search(row)
+            assert p and p[1] == p[2] and int(p[1]) >= int(recap[h][2]), row  # a full bar
+
+            # The recap is the hosts' real state: packages in dpkg, driver loaded after a reboot.
+            pk = packages(tui_lab, h)
+            version, status = pk["nvidia-open-580"]
+            assert version.startswith("580.") and status == "hi", (version, status)  # held
+            assert pk["cuda-toolkit-13-0"][1] == "ii"
+            loaded = tui_lab.run(h, "cat /sys/module/nvidia/version").stdout.strip()
+            assert version.startswith(loaded + "-"), (version, loaded)
+            assert tui_lab.status()[h]["boots"] > boots[h]
+
+        t.keys("q")  # the run is over: no question, the run's own exit status
+        assert t.exit_code(timeout=30) == 0
+    finally:
+        t.kill()
+    plan = subprocess.run(
+        [sys.executable, "-m", "gpunode", "plan", str(tui_lab.inventory_path),
+         "--detailed-exitcode"],
+        capture_output=True, text=True, timeout=300, env={**os.environ, **env},
+    )  # fmt: skip
+    assert plan.returncode == 0, plan.stdout + plan.stderr  # nothing left to do

@@ -78,6 +78,39 @@ async def test_plan_text_with_brackets_and_equals_is_shown_as_is() -> None:
         assert app.is_running
 
 
+async def test_a_plan_after_a_reboot_continues_the_count() -> None:
+    """After its reboot a host plans again: done changes stay, the new plan is the rest."""
+    a, b, c = (sc.change("r", f"step {i}") for i in "abc")
+    T = sc.T0
+
+    def run(i: int, total: int, ch: dict[str, str]) -> list[ev.Event]:
+        title = sc.title(ch)
+        return [
+            ev.ChangeStarted("gpu-a", index=i, total=total, title=title, ts=T),
+            ev.ChangeFinished("gpu-a", index=i, title=title, status="changed", seconds=1, ts=T),
+        ]
+
+    app = make_app()
+    async with app.run_test(size=(150, 45)) as pilot:
+        view = app.query_one(RunView)
+        await feed(app, pilot, [
+            ev.RunStarted("", command="apply", hosts=sc.HOSTS, ts=T),
+            ev.PlanReady("gpu-a", changes=(a, b), ts=T),
+            *run(0, 2, a), *run(1, 2, b),
+            ev.RebootStarted("gpu-a", reason="load nvidia", ts=T),
+            ev.RebootFinished("gpu-a", seconds=3, boot_id="x", ts=T),
+            ev.PlanReady("gpu-a", changes=(c,), ts=T),
+            # the executor numbers the change after the reboot its own way
+            ev.ChangeStarted("gpu-a", index=2, total=2, title=sc.title(c), ts=T),
+        ])  # fmt: skip
+        assert view.cell_text("gpu-a", STEP) == "[3/3] r: step c"
+        assert view.cell_text("gpu-a", PROGRESS).endswith(" 2/3")
+        plan = str(app.query_one("#run-plan").render())
+        assert "Plan (3 changes)" in plan and "✔ r: step b" in plan and "▶ r: step c" in plan
+        await feed(app, pilot, run(2, 2, c)[1:])
+        assert view.cell_text("gpu-a", PROGRESS).endswith(" 3/3")
+
+
 async def test_selected_host_shows_plan_diff_and_live_output() -> None:
     app = make_app()
     async with app.run_test(size=(150, 45)) as pilot:
