@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from gpunode.cli.common import inventory_argument, json_option, limit_option, load_selected
+from gpunode.cli.common import (
+    EXIT_ERROR,
+    inventory_argument,
+    json_option,
+    limit_option,
+    load_selected,
+)
 from gpunode.cli.plan import _tags
 
 if TYPE_CHECKING:
@@ -18,6 +25,9 @@ if TYPE_CHECKING:
     from gpunode.plan.change import HostPlan
     from gpunode.transport.base import Transport
     from gpunode.transport.secret import Secret
+
+# run_tui's code when the user quit during the run (gpunode.tui.app.EXIT_INTERRUPTED)
+EXIT_INTERRUPTED = 130
 
 
 @click.command("apply")
@@ -121,26 +131,38 @@ def apply(
     record.save()
     bus = Bus()
     result: list[RunResult] = []
+    done = threading.Event()
 
     def work() -> None:
         from gpunode.execute import apply as run_apply
 
-        result.append(
-            run_apply(
-                hosts,
-                bus=bus,
-                options=opts,
-                forks=forks,
-                serial=serial,
-                max_fail=max_fail,
-                become_password=password,
+        try:
+            result.append(
+                run_apply(
+                    hosts,
+                    bus=bus,
+                    options=opts,
+                    forks=forks,
+                    serial=serial,
+                    max_fail=max_fail,
+                    become_password=password,
+                )
             )
-        )
+        finally:
+            done.set()
 
     code = _run_view(
         bus, work, hosts, as_json=as_json, tty=tty and not no_tui, verbose=verbose, diff=diff
     )
+    if not result and code != EXIT_INTERRUPTED:
+        # the view may close a moment before the run hands back its result
+        done.wait(timeout=30)
     if not result:
+        if code == 0:
+            code = EXIT_ERROR
+        click.echo(
+            f"the run was left unfinished (exit {code}); its record: {record.path}", err=True
+        )
         sys.exit(code)
     run = result[0]
     record.finish({n: r.to_json() for n, r in run.hosts.items()}, run.exit_code, run.seconds)
@@ -161,13 +183,28 @@ def _run_view(
         except ImportError:
             run_tui = None  # type: ignore[assignment]
         if run_tui is not None:
-            return run_tui(bus, hosts=[h.name for h in hosts], work=work)
+            return _tui(run_tui, bus, work, hosts)
     if not as_json:
         from gpunode.views.plain import PlainPrinter
 
         bus.subscribe(PlainPrinter(sys.stdout, verbose=verbose, diff=diff))
     work()
     return 0
+
+
+def _tui(run_tui: Any, bus: Bus, work: Any, hosts: list[Host]) -> int:
+    """The run view, with the GPUs tab fed by the same sampler as `gpunode top`."""
+    from gpunode.cli.top import source_for
+    from gpunode.monitor import Board, Sampler
+
+    board = Board([h.name for h in hosts], stale_after=5.0)
+    sampler = Sampler(board, {h.name: source_for(h, 1.0, use_nvml=False) for h in hosts})
+    sampler.start()
+    try:
+        code: int = run_tui(bus, hosts=[h.name for h in hosts], work=work, board=board)
+    finally:
+        sampler.stop()
+    return code
 
 
 def _report(run: RunResult, *, as_json: bool, record: str) -> None:
