@@ -151,9 +151,24 @@ def apply(
         finally:
             done.set()
 
+    def retry(names: list[str]) -> None:
+        """The TUI's `r`: run the failed and unreachable hosts again, on the same events."""
+        again_hosts = [h for h in hosts if h.name in names]
+
+        def again() -> None:
+            from gpunode.execute import apply as run_apply
+
+            rerun = run_apply(again_hosts, bus=bus, options=opts, forks=forks,
+                              become_password=password)  # fmt: skip
+            if result:
+                result[0].hosts.update(rerun.hosts)
+
+        threading.Thread(target=again, name="gpunode-retry", daemon=True).start()
+
     code = _run_view(
-        bus, work, hosts, as_json=as_json, tty=tty and not no_tui, verbose=verbose, diff=diff
-    )
+        bus, work, hosts, as_json=as_json, tty=tty and not no_tui, verbose=verbose, diff=diff,
+        on_retry=retry,
+    )  # fmt: skip
     if not result and code != EXIT_INTERRUPTED:
         # the view may close a moment before the run hands back its result
         done.wait(timeout=30)
@@ -171,7 +186,15 @@ def apply(
 
 
 def _run_view(
-    bus: Bus, work: Any, hosts: list[Host], *, as_json: bool, tty: bool, verbose: bool, diff: bool
+    bus: Bus,
+    work: Any,
+    hosts: list[Host],
+    *,
+    as_json: bool,
+    tty: bool,
+    verbose: bool,
+    diff: bool,
+    on_retry: Any = None,
 ) -> int:
     if as_json:
         from gpunode.views.jsonl import JsonLines
@@ -183,7 +206,7 @@ def _run_view(
         except ImportError:
             run_tui = None  # type: ignore[assignment]
         if run_tui is not None:
-            return _tui(run_tui, bus, work, hosts)
+            return _tui(run_tui, bus, work, hosts, on_retry)
     if not as_json:
         from gpunode.views.plain import PlainPrinter
 
@@ -192,7 +215,7 @@ def _run_view(
     return 0
 
 
-def _tui(run_tui: Any, bus: Bus, work: Any, hosts: list[Host]) -> int:
+def _tui(run_tui: Any, bus: Bus, work: Any, hosts: list[Host], on_retry: Any) -> int:
     """The run view, with the GPUs tab fed by the same sampler as `gpunode top`."""
     from gpunode.cli.top import source_for
     from gpunode.monitor import Board, Sampler
@@ -201,7 +224,9 @@ def _tui(run_tui: Any, bus: Bus, work: Any, hosts: list[Host]) -> int:
     sampler = Sampler(board, {h.name: source_for(h, 1.0, use_nvml=False) for h in hosts})
     sampler.start()
     try:
-        code: int = run_tui(bus, hosts=[h.name for h in hosts], work=work, board=board)
+        code: int = run_tui(
+            bus, hosts=[h.name for h in hosts], work=work, board=board, on_retry=on_retry
+        )
     finally:
         sampler.stop()
     return code
