@@ -32,8 +32,19 @@ def _env(templates: Path | None) -> jinja2.Environment:
     return env
 
 
+@cache
+def _expression(expr: str) -> Any:
+    # Compiling is most of the cost of a plan; each role's few expressions compile once.
+    return _env(None).compile_expression(expr, undefined_to_none=False)
+
+
+@cache
+def _template(source: str) -> jinja2.Template:
+    return _env(None).from_string(source)
+
+
 def evaluate(expr: str, ctx: dict[str, Any]) -> Any:
-    value = _env(None).compile_expression(expr, undefined_to_none=False)(**ctx)
+    value = _expression(expr)(**ctx)
     if isinstance(value, jinja2.Undefined):
         str(value)  # StrictUndefined raises here, naming what is undefined
     return value
@@ -46,7 +57,7 @@ def render(value: Any, ctx: dict[str, Any]) -> Any:
         single = _SINGLE.match(value.strip())
         if single and "{{" not in single.group("expr"):
             return evaluate(single.group("expr"), ctx)
-        return _env(None).from_string(value).render(**ctx)
+        return _template(value).render(**ctx)
     if isinstance(value, list):
         return [render(v, ctx) for v in value]
     if isinstance(value, dict):
