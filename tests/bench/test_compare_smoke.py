@@ -80,7 +80,9 @@ def test_harness_converges_one_host_with_each_tool(venv: Path, tmp_path: Path) -
             check=True,
         ).stdout
         installed = {
-            line.split()[0]: line.split()[1] for line in dpkg.splitlines() if "installed" in line
+            line.split()[0]: line.split()[1]
+            for line in dpkg.splitlines()
+            if line.endswith(" ok installed")
         }
         for name, version in stack["expect"]["packages"].items():
             assert name in installed, f"{name} not installed in the host"
