@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -108,6 +109,9 @@ class Bench:
                 stderr=subprocess.STDOUT,
                 check=False,
             )
+        control = tool.env.get("ANSIBLE_SSH_CONTROL_PATH_DIR")
+        if control:  # a fresh folder per run: its masters are gone, so is it
+            shutil.rmtree(control, ignore_errors=True)
         if proc.returncode != 0:
             raise RuntimeError(f"measuring {tool.name} failed; see {log}")
         result: dict[str, Any] = json.loads(out.read_text())
