@@ -50,6 +50,14 @@ def driver_satisfies(branch: str, needed: str) -> bool:
     return compare_dotted(have, needed) >= 0
 
 
+def driver_cuda(driver: str | None) -> str | None:
+    """The CUDA version a driver release supports, as nvidia-smi's header shows it."""
+    if not driver:
+        return None
+    table: dict[str, str] = rules()["driver_cuda"]
+    return table.get(driver.split(".")[0])
+
+
 def unversioned(branch: str) -> bool:
     return compare_dotted(branch, rules()["driver_unversioned_from"]) >= 0
 

@@ -10,6 +10,7 @@ import re
 import shlex
 from collections.abc import Callable
 
+from gpunode.compat.rules import driver_cuda
 from gpunode.facts.model import (
     AptSource,
     Conda,
@@ -152,7 +153,9 @@ def _smi(f: HostFacts, sections: dict[str, str]) -> None:
     smi = parse_smi_table(table) if table.strip() else None
     if query and rc.strip() == "0":
         q = parse_query_csv(body, QUERY_FIELDS)
-        q.cuda_version = smi.cuda_version if smi else None
+        # One nvidia-smi call per round trip (it is slow on real hosts too): the CUDA
+        # version its table header would show follows from the driver release.
+        q.cuda_version = smi.cuda_version if smi else driver_cuda(q.driver_version)
         f.smi = q
     elif smi is not None:
         f.smi = smi

@@ -62,8 +62,6 @@ if have nvidia-smi; then
 else
   echo "rc=missing"
 fi
-section smi
-have nvidia-smi && nvidia-smi 2>&1 | head -n 4
 section packages
 if have dpkg-query; then
   dpkg-query -W -f '${Package}\t${Version}\t${Status}\n' 'nvidia*' 'libnvidia*' 'cuda*' \

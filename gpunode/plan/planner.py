@@ -27,18 +27,35 @@ DPKG_CONFIGURE = (
 )
 
 
+def _shape(host: Host) -> str:
+    """What the roles see of a host before its facts are known: hosts alike share it."""
+    return host.model_dump_json(include={"stack", "repos", "gpus", "connection", "become"})
+
+
+# Before facts are known the roles see only a host's shape: hosts alike share the results.
+_PATHS: dict[tuple[str, tuple[Path, ...]], tuple[str, ...]] = {}
+_GUESSED: dict[tuple[str, tuple[Path, ...]], tuple[Probe, ...]] = {}
+
+
 def managed_paths(host: Host, search: tuple[Path, ...] | None = None) -> list[str]:
     """Files the facts round trip should hash for this host's roles (errors surface later)."""
+    key = (_shape(host), search or search_path(None))
+    if key not in _PATHS:
+        _PATHS[key] = _managed_paths(host, key[1])
+    return list(_PATHS[key])
+
+
+def _managed_paths(host: Host, search: tuple[Path, ...]) -> tuple[str, ...]:
     out: list[str] = []
     # Paths may name the release (NVIDIA's sources file does): ask for each one's.
     for release in NVIDIA_RELEASES:
         guess = HostFacts(os=OsRelease(id="ubuntu", version_id=release))
         try:
-            for st in walk(host, guess, search or search_path(None), guess=True):
+            for st in walk(host, guess, search, guess=True):
                 out += [p for p in st.op.paths(st.args) if p not in out]
         except (RoleError, ValueError, TypeError, AttributeError):
             pass
-    return out
+    return tuple(out)
 
 
 def probes_for(
@@ -47,9 +64,18 @@ def probes_for(
     search: tuple[Path, ...] | None = None,
 ) -> list[Probe]:
     """The probes the roles need; with `facts` None, a guess made before reading the host."""
+    if facts is None:
+        key = (_shape(host), search or search_path(None))
+        if key not in _GUESSED:
+            _GUESSED[key] = tuple(_probes(host, None, key[1]))
+        return list(_GUESSED[key])
+    return _probes(host, facts, search or search_path(None))
+
+
+def _probes(host: Host, facts: HostFacts | None, search: tuple[Path, ...]) -> list[Probe]:
     out: dict[str, Probe] = {}
     try:
-        for st in walk(host, facts or HostFacts(), search or search_path(None), guess=not facts):
+        for st in walk(host, facts or HostFacts(), search, guess=not facts):
             for p in st.op.probes(st.args):
                 out.setdefault(p.key, p)
     except (RoleError, ValueError):
