@@ -6,11 +6,11 @@
 #   bench/hardware-run.sh GPUS [OUTDIR]
 #
 # GPUS is how many GPUs the machine should have. gpunode's own dependencies come as
-# wheels from .whl/ (see docs/hardware.md); every output lands in OUTDIR (default $OUT).
+# wheels from .whl/ (see docs/hardware.md); every output lands in OUTDIR (default /tmp/gpunode-hardware).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 gpus=${1:?usage: bench/hardware-run.sh GPUS [OUTDIR]}
-out=${2:-${OUT:-/tmp/gpunode-hardware}}
+out=${2:-/tmp/gpunode-hardware}
 mkdir -p "$out"
 log="$out/run.log"
 : >"$log"
