@@ -17,18 +17,6 @@ from gpunode.versions import dotted_key
 DISTROS = ("ubuntu2204", "ubuntu2404")
 LIBDIR = "/usr/lib/x86_64-linux-gnu"
 
-# Highest CUDA each driver branch supports, as its nvidia-smi reports it.
-BRANCH_CUDA = {
-    "535": "12.2",
-    "550": "12.4",
-    "560": "12.6",
-    "565": "12.7",
-    "570": "12.8",
-    "575": "12.9",
-    "580": "13.0",
-    "590": "13.1",
-}
-
 
 @dataclass(frozen=True)
 class Toolkit:
@@ -151,7 +139,7 @@ def driver_packages() -> list[Package]:
                 files=[
                     Payload(
                         "/usr/bin/nvidia-smi",
-                        smi_script(release, BRANCH_CUDA.get(branch, "12.0")),
+                        smi_script(release, compat.driver_cuda(release) or "12.0"),
                         0o755,
                     ),
                     *templates,
