@@ -15,7 +15,7 @@ fi
 
 packages=(openssh-server openssh-client sudo iproute2 gnupg dpkg-dev apt-utils tmux
           ca-certificates python3-venv)
-[[ $dev == 1 ]] && packages+=(ruby librsvg2-bin)
+[[ $dev == 1 ]] && packages+=(ruby librsvg2-bin vagrant vagrant-libvirt)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

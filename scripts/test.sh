@@ -7,5 +7,8 @@ ruff check .
 ruff format --check .
 mypy
 ruby -c Vagrantfile >/dev/null
-if command -v vagrant >/dev/null; then vagrant validate; fi
+if command -v vagrant >/dev/null; then  # both machines: plain, and with a GPU passed through
+  vagrant validate >/dev/null
+  GPUNODE_GPU_PCI=0000:41:00.0 vagrant validate >/dev/null
+fi
 python3 -m pytest -q "$@"
