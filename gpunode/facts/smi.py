@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpunode.facts.model import NvidiaSmi, SmiGpu
+from gpunode.smivalues import is_missing
 
 QUERY_FIELDS = (
     "index", "name", "uuid", "pci.bus_id", "memory.total", "memory.used", "utilization.gpu",
@@ -64,18 +65,8 @@ def failure_message(text: str) -> str | None:
     return None
 
 
-def _missing(value: str) -> bool:
-    v = value.strip()
-    return not v or v.strip("[]") in (
-        "N/A",
-        "Not Supported",
-        "Unknown Error",
-        "Requested functionality has been deprecated",
-    )
-
-
 def _convert(attr: str, raw: str) -> Any:
-    if _missing(raw):
+    if is_missing(raw):
         return None
     v = raw.strip()
     if attr == "persistence_mode":
@@ -129,7 +120,7 @@ def parse_query_csv(text: str, fields: Sequence[str] | None = None) -> NvidiaSmi
         values: dict[str, Any] = {}
         for name, raw in zip(names, cols, strict=True):
             if name == "driver_version":
-                driver = None if _missing(raw) else raw
+                driver = None if is_missing(raw) else raw
             attr = _FIELD_ATTR.get(name)
             if attr is not None:
                 values[attr] = _convert(attr, raw)

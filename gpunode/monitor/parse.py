@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 
 from gpunode.monitor.model import GpuProcess, GpuSample
+from gpunode.smivalues import is_missing
 
 QUERY_FIELDS: tuple[str, ...] = (
     "index",
@@ -23,9 +24,6 @@ QUERY_FIELDS: tuple[str, ...] = (
     "clocks.sm",
 )
 APPS_FIELDS: tuple[str, ...] = ("gpu_uuid", "pid", "used_memory", "process_name")
-
-# What nvidia-smi prints where a value does not exist on this GPU or driver.
-_MISSING = frozenset({"", "n/a", "[n/a]", "[not supported]", "[unknown error]", "[gpu is lost]"})
 
 
 def query_gpu_command(interval_ms: int | None = 1000) -> list[str]:
@@ -49,7 +47,7 @@ def query_apps_command() -> list[str]:
 
 def value(text: str) -> str | None:
     text = text.strip()
-    return None if text.lower() in _MISSING else text
+    return None if is_missing(text) else text
 
 
 def as_float(text: str) -> float | None:
