@@ -149,10 +149,19 @@ def up(
             close_fds=True,
             start_new_session=True,
             cwd="/",
+            env=_same_gpunode_env(),
         )
     wait_ready(paths, cfg, say)
     say(f"{cfg.hosts} hosts up in {time.monotonic() - t0:.1f}s")
     return cfg
+
+
+def _same_gpunode_env() -> dict[str, str]:
+    """The supervisor runs from "/", so point it at the gpunode this process imported,
+    not whichever one happens to be installed."""
+    root = str(Path(__file__).resolve().parents[2])
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": root if not path else f"{root}{os.pathsep}{path}"}
 
 
 def _accepts(address: str, port: int) -> bool:
