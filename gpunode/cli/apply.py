@@ -26,9 +26,6 @@ if TYPE_CHECKING:
     from gpunode.transport.base import Transport
     from gpunode.transport.secret import Secret
 
-# run_tui's code when the user quit during the run (gpunode.tui.app.EXIT_INTERRUPTED)
-EXIT_INTERRUPTED = 130
-
 
 @click.command("apply")
 @inventory_argument
@@ -169,6 +166,8 @@ def apply(
         bus, work, hosts, as_json=as_json, tty=tty and not no_tui, verbose=verbose, diff=diff,
         on_retry=retry,
     )  # fmt: skip
+    from gpunode.execute.result import EXIT_INTERRUPTED
+
     if not result and code != EXIT_INTERRUPTED:
         # the view may close a moment before the run hands back its result
         done.wait(timeout=30)

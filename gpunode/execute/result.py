@@ -5,6 +5,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+# exit statuses of a run; 0 when every host converged
+EXIT_FAILED = 2
+EXIT_UNREACHABLE = 4
+EXIT_INTERRUPTED = 130  # the user quit the terminal UI before the run finished
+
 HostOutcome = Literal["ok", "changed", "failed", "unreachable", "skipped"]
 
 
@@ -71,7 +76,7 @@ class RunResult:
     def exit_code(self) -> int:
         states = {r.status for r in self.hosts.values()}
         if "failed" in states:
-            return 2
+            return EXIT_FAILED
         if "unreachable" in states:
-            return 4
+            return EXIT_UNREACHABLE
         return 0

@@ -18,6 +18,7 @@ from textual.binding import Binding, BindingType
 from textual.widgets import Footer, Header, Input, TabbedContent, TabPane
 
 from gpunode.events import Event, RunFinished, SmokeResult
+from gpunode.execute.result import EXIT_INTERRUPTED
 from gpunode.monitor.board import Board
 from gpunode.tui.gpu_view import GpuView
 from gpunode.tui.run_view import RunView
@@ -26,7 +27,6 @@ from gpunode.tui.screens import ConfirmQuit, HelpScreen
 from gpunode.tui.smoke_view import SmokeView
 
 RetryCallback = Callable[[list[str]], None]
-EXIT_INTERRUPTED = 130
 
 
 class FilterInput(Input):
