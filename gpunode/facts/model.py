@@ -112,6 +112,14 @@ class Conda(_Fact):
     envs: list[CondaEnvFacts] = Field(default_factory=list)
 
 
+class FileAttrs(_Fact):
+    """Mode and owner of a managed file, as stat reports them."""
+
+    mode: str  # octal without a leading zero: "644", "4755"
+    owner: str  # names: "root:root"
+    ids: str  # numbers: "0:0"
+
+
 class HostFacts(_Fact):
     hostname: str = ""
     os: OsRelease = Field(default_factory=OsRelease)
@@ -135,6 +143,8 @@ class HostFacts(_Fact):
     dpkg_interrupted: bool = False
     files: dict[str, str] = Field(default_factory=dict)
     """sha256 of files gpunode manages (profile.d, ld.so.conf.d, sources), for idempotence."""
+    file_attrs: dict[str, FileAttrs] = Field(default_factory=dict)
+    """Mode and owner of those files that exist."""
     errors: list[str] = Field(default_factory=list)
     """Sections the parser could not read, with why; never fatal."""
     gather_seconds: float = 0.0

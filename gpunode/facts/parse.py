@@ -17,6 +17,7 @@ from gpunode.facts.model import (
     CondaEnvFacts,
     CudaToolkit,
     Disk,
+    FileAttrs,
     HostFacts,
     KernelModule,
     NvidiaSmi,
@@ -305,10 +306,17 @@ def _dpkg_lock(f: HostFacts, text: str) -> None:
 
 
 def _files(f: HostFacts, text: str) -> None:
+    """DIGEST MODE OWNER IDS PATH per file, tab-separated; "absent" has no attributes."""
     for line in text.splitlines():
-        digest, sep, path = line.partition("\t")
-        if sep:
-            f.files[path] = digest  # "absent" / "unreadable" when there is no digest
+        cols = line.split("\t", 4)
+        if len(cols) == 5:
+            digest, mode, owner, ids, path = cols
+            f.file_attrs[path] = FileAttrs(mode=mode, owner=owner, ids=ids)
+        elif len(cols) == 2:
+            digest, path = cols
+        else:
+            continue
+        f.files[path] = digest  # "absent" / "unreadable" when there is no digest
 
 
 def _first_line(text: str) -> str:

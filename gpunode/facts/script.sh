@@ -139,9 +139,10 @@ section files
 printf '%s\n' "$files" | while IFS= read -r f; do
   [ -n "$f" ] || continue
   if [ -r "$f" ]; then
-    printf '%s\t%s\n' "$(sha256sum < "$f" | cut -d' ' -f1)" "$f"
+    printf '%s\t%s\t%s\n' "$(sha256sum < "$f" | cut -d' ' -f1)" \
+      "$(stat --printf '%a\t%U:%G\t%u:%g' -- "$f")" "$f"
   elif [ -e "$f" ]; then
-    printf 'unreadable\t%s\n' "$f"
+    printf 'unreadable\t%s\t%s\n' "$(stat --printf '%a\t%U:%G\t%u:%g' -- "$f")" "$f"
   else
     printf 'absent\t%s\n' "$f"
   fi

@@ -119,6 +119,29 @@ def test_first_apply_converges_second_changes_nothing(lab: Lab, tmp_path: Path) 
     assert "lab-01: nothing to do" in plan.stdout
 
 
+def test_mode_and_owner_drift_is_corrected_in_place(lab: Lab, tmp_path: Path) -> None:
+    inv = lab.inventory(tmp_path, **STACK)
+    code, _ = apply(lab, inv, "--no-smoke")  # converged (already, after the test above)
+    assert code == 0
+    profile, ldconf = "/etc/profile.d/gpunode-cuda.sh", "/etc/ld.so.conf.d/gpunode-cuda.conf"
+    stat = f"stat -c '%a %U:%G %i' {profile} {ldconf}; sha256sum {profile} {ldconf}"
+    before = on_host(inv, "lab-01", stat).splitlines()
+    on_host(inv, "lab-01", f"sudo chmod 664 {profile} && sudo chown ubuntu:ubuntu {ldconf}")
+    code, evs = apply(lab, inv, "--no-smoke")
+    assert code == 0
+    (planned,) = of(evs, "PlanReady", "lab-01")
+    assert [(c["reason"], c["commands"][0]) for c in planned["changes"]] == [
+        (f"{profile} mode 0664, want 0644", f"chmod 0644 {profile}"),
+        (f"{ldconf} owner ubuntu:ubuntu, want root:root", f"chown root:root {ldconf}"),
+    ]
+    assert [c["status"] for c in of(evs, "ChangeFinished", "lab-01")] == ["changed"] * 2
+    assert of(evs, "PlanReady", "lab-02")[0]["changes"] == []
+    # same modes, owners, contents and inodes as before: set in place, not rewritten
+    assert on_host(inv, "lab-01", stat).splitlines() == before
+    code, evs = apply(lab, inv, "--no-smoke")
+    assert code == 0 and of(evs, "ChangeStarted") == []
+
+
 def test_check_writes_nothing(lab: Lab, tmp_path: Path) -> None:
     inv = lab.inventory(tmp_path, **{**STACK, "driver": {"branch": "570", "flavor": "open"}})
     before = {h: lab.tree(h) for h in HOSTS}

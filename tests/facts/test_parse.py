@@ -90,8 +90,9 @@ env /opt/miniforge3
 ### dpkg-audit
 updates 0001
 ### files
-abc123\t/etc/profile.d/gpunode-cuda.sh
+abc123\t644\troot:root\t0:0\t/etc/profile.d/gpunode-cuda.sh
 absent\t/etc/ld.so.conf.d/gpunode-cuda.conf
+unreadable\t600\troot:adm\t0:4\t/etc/apt/sources.list.d/secret.list
 ### end
 """.replace("\\\n", "").replace("\\t", "\t")
 
@@ -123,7 +124,12 @@ def test_synthetic_sections() -> None:
     assert f.dpkg_lock_holder == "pid 4242 (unattended-upgr)"
     assert f.dpkg_interrupted
     assert f.files == {"/etc/profile.d/gpunode-cuda.sh": "abc123",
-                       "/etc/ld.so.conf.d/gpunode-cuda.conf": "absent"}  # fmt: skip
+                       "/etc/ld.so.conf.d/gpunode-cuda.conf": "absent",
+                       "/etc/apt/sources.list.d/secret.list": "unreadable"}  # fmt: skip
+    assert {p: (a.mode, a.owner, a.ids) for p, a in f.file_attrs.items()} == {
+        "/etc/profile.d/gpunode-cuda.sh": ("644", "root:root", "0:0"),
+        "/etc/apt/sources.list.d/secret.list": ("600", "root:adm", "0:4"),
+    }
 
 
 def test_secure_boot_from_efivars_and_no_efi() -> None:

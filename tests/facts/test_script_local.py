@@ -37,6 +37,11 @@ def test_facts_match_the_system(tmp_path: Path) -> None:
     assert root_free is not None and abs(root_free - st.f_bavail * st.f_frsize) < 512 * 2**20
     assert f.files[str(managed)] == hashlib.sha256(managed.read_bytes()).hexdigest()
     assert f.files[str(tmp_path / "nope")] == "absent"
+    st_m = managed.stat()
+    attrs = f.file_attrs[str(managed)]
+    assert int(attrs.mode, 8) == st_m.st_mode & 0o7777
+    assert attrs.ids == f"{st_m.st_uid}:{st_m.st_gid}"
+    assert str(tmp_path / "nope") not in f.file_attrs
     dirs = sorted(d for d in glob.glob("/usr/local/cuda-*") if Path(d).is_dir()
                   and d.rsplit("cuda-", 1)[1].replace(".", "").isdigit())  # fmt: skip
     assert sorted(t.path for t in f.toolkits) == dirs

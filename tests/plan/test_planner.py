@@ -7,7 +7,14 @@ from pathlib import Path
 
 from conftest import FIX, STACK, fresh_facts, host_from
 
-from gpunode.facts.model import AptSource, HostFacts, KernelModule, OsRelease, Package
+from gpunode.facts.model import (
+    AptSource,
+    FileAttrs,
+    HostFacts,
+    KernelModule,
+    OsRelease,
+    Package,
+)
 from gpunode.facts.parse import parse_facts
 from gpunode.inventory import Host
 from gpunode.plan import plan_host, probes_for
@@ -145,6 +152,53 @@ def test_file_that_drifted_is_rewritten_and_only_it(host: Host, fresh: HostFacts
         "/etc/profile.d/gpunode-cuda.sh content differs",
         "/etc/ld.so.conf.d/gpunode-cuda.conf missing",
     ]
+
+
+def test_mode_or_owner_drift_is_set_in_place(host: Host, fresh: HostFacts) -> None:
+    facts = converged(host, fresh)
+    right = FileAttrs(mode="644", owner="root:root", ids="0:0")
+    attrs = dict.fromkeys(facts.files, right)
+    assert plan_host(host, facts.model_copy(update={"file_attrs": attrs}),
+                     probes=NO_SYSTEMD).changes == ()  # fmt: skip
+    attrs["/etc/profile.d/gpunode-cuda.sh"] = FileAttrs(mode="664", owner="ubuntu:root",
+                                                        ids="1000:0")  # fmt: skip
+    attrs["/etc/modprobe.d/gpunode-blacklist-nouveau.conf"] = FileAttrs(
+        mode="600", owner="root:root", ids="0:0"
+    )
+    plan = plan_host(host, facts.model_copy(update={"file_attrs": attrs}), probes=NO_SYSTEMD)
+    assert [(c.reason, c.commands) for c in plan.changes] == [
+        (
+            "/etc/modprobe.d/gpunode-blacklist-nouveau.conf mode 0600, want 0644",
+            ["chmod 0644 /etc/modprobe.d/gpunode-blacklist-nouveau.conf"],
+        ),
+        (
+            "/etc/profile.d/gpunode-cuda.sh mode 0664, want 0644;"
+            " /etc/profile.d/gpunode-cuda.sh owner ubuntu:root, want root:root",
+            ["chmod 0644 /etc/profile.d/gpunode-cuda.sh",
+             "chown root:root /etc/profile.d/gpunode-cuda.sh"],
+        ),
+    ]  # fmt: skip
+    assert all(c.after is None for c in plan.changes)  # nothing is rewritten
+    # a file the SSH user cannot read is written again, and the plan says why
+    files = {**facts.files, "/etc/profile.d/gpunode-cuda.sh": "unreadable"}
+    attrs["/etc/profile.d/gpunode-cuda.sh"] = FileAttrs(mode="600", owner="root:root", ids="0:0")
+    plan = plan_host(host, facts.model_copy(update={"file_attrs": attrs, "files": files}),
+                     probes=NO_SYSTEMD)  # fmt: skip
+    assert plan.changes[1].reason == (
+        "/etc/profile.d/gpunode-cuda.sh unreadable to the SSH user (mode 0600 root:root)"
+    )
+    assert plan.changes[1].after is not None
+
+
+def test_owner_by_number_or_user_alone_matches() -> None:
+    from gpunode.roles.ops.base import attrs_fix
+
+    facts = HostFacts(file_attrs={"/f": FileAttrs(mode="644", owner="root:adm", ids="0:4")})
+    assert attrs_fix(facts, "/f", "0644", "0:4") == ("", [])
+    assert attrs_fix(facts, "/f", "644", "root") == ("", [])
+    assert attrs_fix(facts, "/f", "u=rw,go=r", "root:adm") == ("", [])  # symbolic: not compared
+    assert attrs_fix(facts, "/f", "0644", "root:root")[1] == ["chown root:root /f"]
+    assert attrs_fix(facts, "/absent", "0644", "root:root") == ("", [])
 
 
 def test_550_loaded_570_wanted_upgrades_and_reboots_once(fresh: HostFacts) -> None:

@@ -7,6 +7,7 @@ or from probes: small shell checks batched into a single extra round trip.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import shlex
 from collections.abc import Sequence
@@ -104,6 +105,28 @@ def file_hash(facts: HostFacts, path: str) -> str | None:
     """The file's sha256 from the facts, or None when it is absent or unreadable."""
     digest = facts.files.get(path)
     return digest if digest is not None and len(digest) == 64 else None
+
+
+def attrs_fix(facts: HostFacts, path: str, mode: str, owner: str) -> tuple[str, list[str]]:
+    """Why and how to set a file's mode and owner; ("", []) when they match or are unknown.
+
+    `mode` is octal ("0644"); `owner` is "user[:group]", by name or number.
+    """
+    have = facts.file_attrs.get(path)
+    if have is None:
+        return "", []
+    why: list[str] = []
+    cmds: list[str] = []
+    with contextlib.suppress(ValueError):  # a symbolic mode cannot be compared: leave it
+        if int(have.mode, 8) != int(mode, 8):
+            why.append(f"{path} mode {int(have.mode, 8):04o}, want {mode}")
+            cmds.append(f"chmod {q(mode)} {q(path)}")
+    names, ids = have.owner.split(":"), have.ids.split(":")
+    wanted = owner.split(":", 1)  # "user" alone leaves the group as it is
+    if any(w not in (n, i) for w, n, i in zip(wanted, names, ids, strict=False)):
+        why.append(f"{path} owner {have.owner}, want {owner}")
+        cmds.append(f"chown {q(owner)} {q(path)}")
+    return "; ".join(why), cmds
 
 
 def sha256(text: str) -> str:

@@ -11,6 +11,7 @@ from gpunode.roles.ops.base import (
     OpContext,
     Operation,
     Probe,
+    attrs_fix,
     file_hash,
     probe_key,
     q,
@@ -27,7 +28,8 @@ class FileArgs(Args):
 
 
 class File(Operation):
-    """Whole-file content. Mode and owner are set with every write (facts carry only the hash)."""
+    """Whole-file content, mode and owner; a file with the right content keeps it, and only
+    its mode or owner is corrected."""
 
     name = "file"
     args_model: ClassVar[type[Args]] = FileArgs
@@ -46,8 +48,9 @@ class File(Operation):
         if a.state != "present":
             raise ValueError(f"state must be present or absent, not {a.state!r}")
         if have == sha256(a.content):
-            return []
-        reason = f"{a.path} missing" if have is None else f"{a.path} content differs"
+            why, cmds = attrs_fix(ctx.facts, a.path, a.mode, a.owner)
+            return [ctx.change(self.name, why, cmds, path=a.path)] if cmds else []
+        reason = _why_write(ctx, a.path, have)
         return [
             ctx.change(
                 self.name,
@@ -57,6 +60,16 @@ class File(Operation):
                 after=a.content,
             )
         ]
+
+
+def _why_write(ctx: OpContext, path: str, have: str | None) -> str:
+    if have is not None:
+        return f"{path} content differs"
+    attrs = ctx.facts.file_attrs.get(path)
+    if attrs is None:
+        return f"{path} missing"
+    # the facts run without sudo: a file only root may read is written again to be sure
+    return f"{path} unreadable to the SSH user (mode {int(attrs.mode, 8):04o} {attrs.owner})"
 
 
 class TemplateArgs(FileArgs):
@@ -137,7 +150,8 @@ class ModuleBlacklist(Operation):
         a: ModuleBlacklistArgs = args
         path, content = self._path(a), self._content(a)
         if file_hash(ctx.facts, path) == sha256(content):
-            return []
+            why, cmds = attrs_fix(ctx.facts, path, "0644", "root:root")
+            return [ctx.change(self.name, why, cmds, path=path)] if cmds else []
         loaded = a.module == "nouveau" and ctx.facts.module.nouveau_loaded
         return [
             ctx.change(
