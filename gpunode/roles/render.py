@@ -15,7 +15,7 @@ from typing import Any
 
 import jinja2
 
-_SINGLE = re.compile(r"^\{\{(?P<expr>.*)\}\}$", re.S)
+_SINGLE = re.compile(r"\A\{\{(?P<expr>.*)\}\}\Z", re.S)
 
 
 @cache
@@ -54,7 +54,9 @@ def render(value: Any, ctx: dict[str, Any]) -> Any:
     if isinstance(value, str):
         if "{{" not in value and "{%" not in value:
             return value
-        single = _SINGLE.match(value.strip())
+        # only a value that is one expression and nothing else keeps its type: "{{ x }}\n"
+        # is text, and its newline stays
+        single = _SINGLE.match(value)
         if single and "{{" not in single.group("expr"):
             return evaluate(single.group("expr"), ctx)
         return _template(value).render(**ctx)
