@@ -28,6 +28,11 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
+class AptSettings(Strict):
+    lock_timeout: Annotated[int, Field(ge=0, le=3600)] = 120
+    """Seconds apt and dpkg wait for a dpkg lock another process holds, then fail naming it."""
+
+
 class SshSettings(Strict):
     user: str = "ubuntu"
     port: Annotated[int, Field(ge=1, le=65535)] = 22
@@ -116,6 +121,7 @@ class Settings(Strict):
     become_password_env: str | None = None
     """Name of an environment variable holding the sudo password (never the password)."""
     repos: Repos = Field(default_factory=Repos)
+    apt: AptSettings = Field(default_factory=AptSettings)
     gpus: Gpus = Field(default_factory=Gpus)
     stack: Stack = Field(default_factory=Stack)
 

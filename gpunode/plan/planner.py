@@ -13,18 +13,20 @@ from gpunode.plan.refuse import NVIDIA_RELEASES, refusal
 from gpunode.plan.walk import walk
 from gpunode.roles.loader import RoleError, search_path
 from gpunode.roles.ops import OpContext, Probe
-from gpunode.roles.ops.apt import APT_UPDATE
-from gpunode.roles.ops.base import APT_LOCK_TIMEOUT
+from gpunode.roles.ops.apt import apt_update
+
 
 # dpkg has no lock timeout of its own: an apt run that is still going (its controller may
 # have been killed) holds the lock, so wait for it as apt's DPkg::Lock::Timeout would.
-DPKG_CONFIGURE = (
-    "( n=0; while :; do"
-    " out=$(env DEBIAN_FRONTEND=noninteractive dpkg --force-confold --configure -a 2>&1); rc=$?;"
-    f' if [ $rc -ne 0 ] && [ $n -lt {APT_LOCK_TIMEOUT} ] && printf %s "$out" | grep -q lock;'
-    " then n=$((n + 1)); sleep 1; continue; fi;"
-    " printf '%s\\n' \"$out\"; exit $rc; done )"
-)
+def dpkg_configure(lock_timeout: int) -> str:
+    return (
+        "( n=0; while :; do"
+        " out=$(env DEBIAN_FRONTEND=noninteractive dpkg --force-confold --configure -a 2>&1);"
+        f" rc=$?; if [ $rc -ne 0 ] && [ $n -lt {int(lock_timeout)} ]"
+        ' && printf %s "$out" | grep -q lock;'
+        " then n=$((n + 1)); sleep 1; continue; fi;"
+        " printf '%s\\n' \"$out\"; exit $rc; done )"
+    )
 
 
 def _shape(host: Host) -> str:
@@ -103,6 +105,7 @@ def plan_host(
                 task=st.title,
                 facts=facts,
                 tags=(st.role.name, *st.task.tags),
+                apt_lock_timeout=host.apt.lock_timeout,
                 on_change=st.task.on_change,
                 probes=probes or {},
                 notes=notes,
@@ -123,13 +126,13 @@ def plan_host(
                 "finish an interrupted dpkg run",
                 "dpkg",
                 "dpkg was interrupted",
-                (Step(DPKG_CONFIGURE),),
+                (Step(dpkg_configure(host.apt.lock_timeout)),),
             ),
         )
-    return HostPlan(host.name, tuple(_order(changes)), notes=tuple(notes))
+    return HostPlan(host.name, tuple(_order(changes, host.apt.lock_timeout)), notes=tuple(notes))
 
 
-def _order(changes: list[Change]) -> list[Change]:
+def _order(changes: list[Change], lock_timeout: int) -> list[Change]:
     """Refresh apt's lists before the first install and after any repository change;
     gather every reboot reason into one reboot, last."""
     out: list[Change] = []
@@ -141,7 +144,7 @@ def _order(changes: list[Change]) -> list[Change]:
         if c.op == "reboot":
             continue
         if c.apt and stale:
-            c = replace(c, steps=(Step(APT_UPDATE), *c.steps))
+            c = replace(c, steps=(Step(apt_update(lock_timeout)), *c.steps))
             stale = False
         out.append(replace(c, reboot=False))
     if reasons:

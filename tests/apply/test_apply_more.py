@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 import pytest
@@ -75,3 +77,48 @@ def test_serial_batches_stop_at_max_fail(lab: Lab, tmp_path: Path) -> None:
     assert starts and starts == sorted(starts)  # lab-01's changes all before lab-02's
     for host in ("lab-01", "lab-02"):
         assert "CUDA_HOME" in on_host(inv, host, "cat /etc/profile.d/gpunode-cuda.sh")
+
+
+def test_dpkg_lock_held_elsewhere_fails_the_host_naming_the_holder(
+    lab: Lab, tmp_path: Path
+) -> None:
+    from ruamel.yaml import YAML
+
+    assert lab.gpunode("lab", "reset", "lab-02").returncode == 0
+    wait_for_ssh(lab, "lab-02")
+    inv = lab.inventory(tmp_path, cuda_env=True, nccl="2.21",
+                        cuda={"toolkits": ["12.4"], "default": "12.4"})  # fmt: skip
+    yaml = YAML()
+    doc = yaml.load(inv.read_text())
+    doc["defaults"]["apt"] = {"lock_timeout": 3}
+    with inv.open("w") as fh:
+        yaml.dump(doc, fh)
+    pid = None
+    assert lab.gpunode("lab", "fault", "lab-02", "dpkg-lock").returncode == 0
+    try:
+        pid = on_host(inv, "lab-02", "cat /run/gpunode-lab-dpkg-lock.pid").strip()
+        dpkg_before = on_host(inv, "lab-02", "dpkg-query -W -f='${Package} ${Version}\\n'")
+        start = time.monotonic()
+        code, evs = apply(lab, inv, "--no-smoke", "--limit", "lab-02")
+        seconds = time.monotonic() - start
+    finally:
+        assert lab.gpunode("lab", "fault", "lab-02", "dpkg-lock", "--off").returncode == 0
+    assert code == 2
+    (finished,) = of(evs, "HostFinished", "lab-02")
+    assert finished["status"] == "failed"
+    assert f"dpkg lock held by pid {pid} (python3)" in finished["message"]
+    assert seconds < 60  # 3 s of lock timeout per apt call, not apt's 120 s default
+    # nothing was installed while the lock was held
+    assert on_host(inv, "lab-02", "dpkg-query -W -f='${Package} ${Version}\\n'") == dpkg_before
+
+
+def wait_for_ssh(lab: Lab, host: str, timeout: float = 60) -> None:
+    """After `lab reset` the host boots again: wait until the lab reports it up."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status = lab.gpunode("lab", "status", "--json")
+        hosts = {h["name"]: h for h in json.loads(status.stdout)["hosts"]}
+        if hosts[host]["state"] == "up":
+            return
+        assert time.monotonic() < deadline, f"{host} did not come back: {hosts[host]}"
+        time.sleep(0.3)

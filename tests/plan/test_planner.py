@@ -19,7 +19,7 @@ from gpunode.facts.parse import parse_facts
 from gpunode.inventory import Host
 from gpunode.plan import plan_host, probes_for
 from gpunode.plan.change import HostPlan
-from gpunode.plan.planner import DPKG_CONFIGURE
+from gpunode.plan.planner import dpkg_configure
 from gpunode.roles.ops.base import sha256
 
 NO_SYSTEMD = {"systemd": False}
@@ -304,8 +304,21 @@ def test_real_h200_machine_declared_as_it_is_plans_nothing() -> None:
 def test_dpkg_interrupted_is_finished_first(host: Host) -> None:
     facts = converged(host, fresh_facts()).model_copy(update={"dpkg_interrupted": True})
     plan = plan_host(host, facts, probes=NO_SYSTEMD)
-    assert [c.commands for c in plan.changes] == [[DPKG_CONFIGURE]]
-    assert "dpkg --force-confold --configure -a" in DPKG_CONFIGURE
+    assert [c.commands for c in plan.changes] == [[dpkg_configure(120)]]
+    assert "dpkg --force-confold --configure -a" in dpkg_configure(120)
+
+
+def test_apt_lock_timeout_from_the_inventory(fresh: HostFacts) -> None:
+    host = host_from(STACK.replace("  connection: local\n", "  connection: local\n"
+                                   "  apt: {lock_timeout: 7}\n"))  # fmt: skip
+    assert host.apt.lock_timeout == 7
+    facts = fresh.model_copy(update={"dpkg_interrupted": True})
+    commands = [cmd for c in plan_host(host, facts, probes=NO_SYSTEMD).changes
+                for cmd in c.commands]  # fmt: skip
+    assert commands[0] == dpkg_configure(7) and "[ $n -lt 7 ]" in commands[0]
+    apt = [cmd for cmd in commands if "apt-get" in cmd]
+    assert apt and all("-o DPkg::Lock::Timeout=7 " in cmd for cmd in apt)
+    assert not any("Timeout=120" in cmd for cmd in commands)
 
 
 def test_refusals(host: Host) -> None:

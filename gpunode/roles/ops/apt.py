@@ -10,7 +10,6 @@ from pydantic import field_validator
 
 from gpunode.plan.change import Change, Step
 from gpunode.roles.ops.base import (
-    APT_LOCK_TIMEOUT,
     Args,
     OpContext,
     Operation,
@@ -19,15 +18,20 @@ from gpunode.roles.ops.base import (
     sha256,
 )
 
-APT_GET = (
-    "env DEBIAN_FRONTEND=noninteractive apt-get -y -q"
-    f" -o DPkg::Lock::Timeout={APT_LOCK_TIMEOUT}"
-    " -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold"
-)
-APT_UPDATE = (
-    "env DEBIAN_FRONTEND=noninteractive apt-get -q"
-    f" -o DPkg::Lock::Timeout={APT_LOCK_TIMEOUT} update"
-)
+
+def apt_get(lock_timeout: int) -> str:
+    return (
+        "env DEBIAN_FRONTEND=noninteractive apt-get -y -q"
+        f" -o DPkg::Lock::Timeout={int(lock_timeout)}"
+        " -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold"
+    )
+
+
+def apt_update(lock_timeout: int) -> str:
+    return (
+        "env DEBIAN_FRONTEND=noninteractive apt-get -q"
+        f" -o DPkg::Lock::Timeout={int(lock_timeout)} update"
+    )
 
 
 class KeyringPackage(Args):
@@ -230,7 +234,7 @@ class AptPackages(Operation):
                 + [q(f"{n}-") for n in stale]
             )
             steps.append(
-                f"{APT_GET} --no-install-recommends --allow-downgrades"
+                f"{apt_get(ctx.apt_lock_timeout)} --no-install-recommends --allow-downgrades"
                 f" --allow-change-held-packages install {targets}"
             )
         if unheld:

@@ -19,7 +19,6 @@ from pydantic import BaseModel, ConfigDict
 from gpunode.facts.model import HostFacts
 from gpunode.plan.change import Change, Step
 
-APT_LOCK_TIMEOUT = 120
 APT_ENV = "DEBIAN_FRONTEND=noninteractive"
 
 
@@ -41,6 +40,7 @@ class OpContext:
     task: str
     facts: HostFacts
     tags: tuple[str, ...] = ()
+    apt_lock_timeout: int = 120
     on_change: tuple[str, ...] = ()
     probes: dict[str, bool] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
