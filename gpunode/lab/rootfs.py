@@ -1,8 +1,9 @@
 """The layers of a host's root: a shared lab layer over the machine's root, then the host's own.
 
 The lab layer (base/) holds what every host shares: the Ubuntu release files, the
-`ubuntu` login user, sudoers, sshd settings, the stand-in programs, and an apt
-configuration emptied of the machine's own mirrors. Each host's upper layer starts
+`ubuntu` login user, sudoers, sshd settings, the stand-in programs, an apt
+configuration emptied of the machine's own mirrors, and a frozen copy of the machine's
+dpkg database. Each host's upper layer starts
 with only its identity: hostname, machine-id, host keys and simulated GPUs.
 """
 
@@ -174,11 +175,15 @@ def build_base(paths: LabPaths, cfg: LabConfig, client_pub: str, password_hash: 
     for name in MACHINE_HOST_KEYS:
         if os.path.lexists(f"/etc/ssh/{name}"):
             _whiteout(base / "etc/ssh" / name)
+    _freeze_dpkg(base)
     # A fresh Ubuntu has no CUDA and no pip configuration: hide the machine's.
     for name in MACHINE_ONLY:
         for found in sorted(Path("/").glob(name)):
             if os.path.lexists(found):
-                _whiteout(base / found.relative_to("/"))
+                hidden = base / found.relative_to("/")
+                if os.path.lexists(hidden):  # in the dpkg copy
+                    hidden.unlink()
+                _whiteout(hidden)
     # apt talks only to the lab repository: no machine mirrors, no machine lists.
     _write(base / "etc/apt/sources.list", "")
     _opaque_dir(base / "etc/apt/sources.list.d")
@@ -190,6 +195,30 @@ def build_base(paths: LabPaths, cfg: LabConfig, client_pub: str, password_hash: 
     _opaque_dir(base / "usr/share/gpunode-lab")
     for rel, text in STANDINS.items():
         _write(base / rel, text, 0o755)
+
+
+def _freeze_dpkg(base: Path) -> None:
+    """The hosts get a copy of the machine's dpkg database as it is now, not a view of it:
+    a package the machine installs or removes while the lab runs would otherwise show up
+    in every host, half-configured states included."""
+    target = base / "var/lib/dpkg"
+    shutil.copytree(
+        "/var/lib/dpkg",
+        target,
+        symlinks=True,
+        ignore=shutil.ignore_patterns("lock", "lock-frontend", "Lock", "*-old"),
+        copy_function=_link_or_copy,
+    )
+    _opaque_dir(target)
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    """A hard link costs no time or space, and stays frozen: dpkg replaces its files by
+    renaming new ones over them, never by writing into them."""
+    try:
+        os.link(src, dst)
+    except OSError:  # another filesystem
+        shutil.copy2(src, dst)
 
 
 def generate_host_key(keys: Path, comment: str) -> str:

@@ -170,3 +170,16 @@ def test_sshd_answers_on_each_address_only(lab_hosts):
     for address in lab_hosts.addresses.values():
         with socket.create_connection((address, lab_hosts.port), timeout=5) as s:
             assert s.recv(64).startswith(b"SSH-2.0-OpenSSH")
+
+
+def test_dpkg_database_is_a_copy_taken_at_lab_up(lab_hosts, lab_fresh_host):
+    """What the machine's dpkg does while the lab runs never reaches the hosts."""
+    status = lab_hosts.run(lab_fresh_host, "cat /var/lib/dpkg/status").stdout
+    assert status == Path("/var/lib/dpkg/status").read_text()
+    probe = Path("/var/lib/dpkg/info") / f"gpunode-lab-probe-{uuid.uuid4().hex[:8]}.list"
+    probe.write_text("/nonexistent\n")
+    try:
+        seen = lab_hosts.run(lab_fresh_host, f"ls /var/lib/dpkg/info/{probe.name}", check=False)
+    finally:
+        probe.unlink()
+    assert seen.returncode != 0, "a file new in the machine's dpkg database shows in a host"
