@@ -41,6 +41,8 @@ def cells(runs: list[dict[str, Any]]) -> dict[tuple[int, int, str, str], dict[st
         out[key] = {
             "n": len(rs),
             "wall_s": statistics.median(r["wall_s"] for r in rs),
+            "wall_min": min(r["wall_s"] for r in rs),
+            "wall_max": max(r["wall_s"] for r in rs),
             "cpu_s": statistics.median(r["cpu_s"] for r in rs),
             "maxrss_mib": statistics.median(r["maxrss_mib"] for r in rs),
             "sessions": statistics.median(r["sessions_per_host"] for r in rs),
@@ -59,7 +61,8 @@ def _ratio(a: float | None, b: float | None) -> str:
 def table(runs: list[dict[str, Any]]) -> str:
     c = cells(runs)
     tools = [t for t in ("gpunode", "pyinfra", "ansible") if any(k[3] == t for k in c)]
-    head = ["hosts", "latency", "run", "tool", "n", "wall s", "CPU s", "peak RSS MiB"]
+    head = ["hosts", "latency", "run", "tool", "n", "wall s", "min-max s", "CPU s"]
+    head += ["peak RSS MiB"]
     head += ["SSH sessions/host", "conns/host", "gpunode faster by"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     order = {"cold": 0, "noop": 1, "change": 2}
@@ -74,26 +77,30 @@ def table(runs: list[dict[str, Any]]) -> str:
             flag = "" if m["ok"] else " (failed)"
             lines.append(
                 f"| {hosts} | {latency} ms | {SCENARIO_NAMES.get(scenario, scenario)} | "
-                f"{tool}{flag} | {m['n']} | {m['wall_s']:.2f} | {m['cpu_s']:.2f} | "
+                f"{tool}{flag} | {m['n']} | {m['wall_s']:.2f} | "
+                f"{m['wall_min']:.1f}-{m['wall_max']:.1f} | {m['cpu_s']:.2f} | "
                 f"{m['maxrss_mib']:.0f} | {m['sessions']:.1f} | {m['connections']:.1f} | "
                 f"{speed} |"
             )
     return "\n".join(lines) + "\n"
 
 
-def block(runs: list[dict[str, Any]], started: str) -> str:
+def block(runs: list[dict[str, Any]], started: str, commits: list[str]) -> str:
     m = machine()
+    what = f"gpunode {', '.join(commits)}, " if commits else ""
     return (
         f"{BEGIN}\n"
-        f"Measured {started} on {m['os']}, kernel {m['kernel']}, {m['nproc']} CPUs, "
+        f"Measured {started}, {what}on {m['os']}, kernel {m['kernel']}, {m['nproc']} CPUs, "
         f"{m['memory_gib']} GiB memory, Python {m['python']}.\n\n"
         f"{table(runs)}"
         f"{END}\n"
     )
 
 
-def write_doc(doc: Path, runs: list[dict[str, Any]], started: str) -> None:
-    new = block(runs, started)
+def write_doc(
+    doc: Path, runs: list[dict[str, Any]], started: str, commits: list[str] | None = None
+) -> None:
+    new = block(runs, started, commits or [])
     text = doc.read_text() if doc.exists() else ""
     if BEGIN in text and END in text:
         before, rest = text.split(BEGIN, 1)
@@ -105,19 +112,25 @@ def write_doc(doc: Path, runs: list[dict[str, Any]], started: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """`python -m bench.compare.report DOC RESULTS.json...`: one table from several runs."""
+    """`python -m bench.compare.report DOC RESULTS.json[:SCENARIOS]...`: one table from
+    several runs; `results.json:noop,change` takes only those runs of that file."""
     import json
 
     if len(argv) < 2:
-        print("usage: python -m bench.compare.report DOC RESULTS.json...")
+        print("usage: python -m bench.compare.report DOC RESULTS.json[:SCENARIOS]...")
         return 2
     runs: list[dict[str, Any]] = []
     started = []
-    for path in argv[1:]:
+    commits: list[str] = []
+    for arg in argv[1:]:
+        path, _, only = arg.partition(":")
         doc = json.loads(Path(path).read_text())
-        runs += doc["runs"]
+        keep = set(only.split(",")) if only else None
+        runs += [r for r in doc["runs"] if keep is None or r["scenario"] in keep]
         started.append(doc["started"])
-    write_doc(Path(argv[0]), runs, " to ".join(sorted({started[0], started[-1]})))
+        if doc.get("commit") and doc["commit"] not in commits:
+            commits.append(doc["commit"])
+    write_doc(Path(argv[0]), runs, " to ".join(sorted({started[0], started[-1]})), commits)
     return 0
 
 

@@ -74,6 +74,7 @@ class Bench:
         self.runs: list[dict[str, Any]] = []
         self.package_sets: dict[int, tuple[str, dict[str, str]]] = {}
         self.started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+        self.commit = _commit()
 
     def say(self, msg: str) -> None:
         print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
@@ -177,7 +178,12 @@ class Bench:
 
     def save(self) -> None:
         out = self.args.out or self.state / "results.json"
-        doc = {"started": self.started, "machine": report.machine(), "runs": self.runs}
+        doc = {
+            "started": self.started,
+            "commit": self.commit,
+            "machine": report.machine(),
+            "runs": self.runs,
+        }
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(doc, indent=1) + "\n")
 
@@ -209,7 +215,18 @@ class Bench:
             if not a.keep_lab:
                 self.lab.down()
         if a.doc:
-            report.write_doc(a.doc, self.runs, self.started)
+            report.write_doc(a.doc, self.runs, self.started, [self.commit])
+
+
+def _commit() -> str:
+    """The gpunode measured: its commit, marked when the tree had changes."""
+    git = ["git", "-C", str(REPO)]
+    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    if head.returncode != 0:
+        return "unknown"
+    dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()  # fmt: skip
+    return head.stdout.strip() + ("+changes" if dirty else "")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -94,7 +94,9 @@ def test_harness_converges_one_host_with_each_tool(venv: Path, tmp_path: Path) -
         assert len(rows) == 9, text
         for row in rows:
             cells = [c.strip() for c in row.strip("|").split("|")]
-            assert all(re.fullmatch(r"\d+(\.\d+)?", c) for c in cells[5:10]), row
+            numbers = [cells[5], *cells[7:11]]  # wall, CPU, RSS, sessions, connections
+            assert all(re.fullmatch(r"\d+(\.\d+)?", c) for c in numbers), row
+            assert re.fullmatch(r"\d+\.\d-\d+\.\d", cells[6]), row  # the wall range
     finally:
         if (lab_dir / "lab.json").exists():
             gpunode_lab(lab_dir, "down", check=False)
