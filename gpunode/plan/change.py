@@ -12,6 +12,8 @@ class Step:
 
     command: str
     stdin: str | None = None
+    installs: tuple[str, ...] = ()
+    """For an `apt-get install` step, its quoted targets, so that installs can be joined."""
 
     def shown(self) -> str:
         if self.stdin is None:
@@ -34,6 +36,11 @@ class Change:
     before: str | None = None
     after: str | None = None
     tags: tuple[str, ...] = ()
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """The roles whose work this is: one apt transaction may serve several."""
+        return tuple(self.role.split("+"))
 
     @property
     def title(self) -> str:

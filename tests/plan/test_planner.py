@@ -36,11 +36,9 @@ def test_fresh_host_gets_every_role_in_order(host: Host, fresh: HostFacts) -> No
         ("nvidia_repo", "apt_repository"),
         ("nvidia_repo", "apt_repository"),
         ("driver", "module_blacklist"),
-        ("driver", "apt_packages"),
-        ("cuda_toolkit", "apt_packages"),
+        ("driver+cuda_toolkit", "apt_packages"),  # one apt transaction for both
         ("cuda_toolkit", "alternatives"),
-        ("cudnn", "apt_packages"),
-        ("nccl", "apt_packages"),
+        ("cudnn+nccl", "apt_packages"),
         ("cuda_env", "template"),
         ("cuda_env", "template"),
         ("driver", "reboot"),
@@ -58,29 +56,34 @@ def test_fresh_host_gets_every_role_in_order(host: Host, fresh: HostFacts) -> No
     )
     assert src.steps[0].stdin == src.after
     driver = plan.changes[3]
-    assert driver.reason == "nvidia-open-550 missing; libnvidia-compute-550 missing"
+    assert driver.roles == ("driver", "cuda_toolkit")
+    assert driver.reason == (
+        "nvidia-open-550 missing; libnvidia-compute-550 missing; cuda-toolkit-12-4 missing"
+    )
     # apt's lists are refreshed once, before the first install after the repository change
     assert driver.steps[0].command.endswith("apt-get -q -o DPkg::Lock::Timeout=120 update")
-    assert "'nvidia-open-550=550.163.01-*' 'libnvidia-compute-550=550.163.01-*'" in (
-        driver.steps[1].command
+    assert driver.steps[1].command.endswith(
+        "install 'nvidia-open-550=550.163.01-*' 'libnvidia-compute-550=550.163.01-*'"
+        " cuda-toolkit-12-4"
     )
     assert driver.steps[2].command == "apt-mark hold nvidia-open-550 libnvidia-compute-550"
+    assert len(driver.steps) == 3
     assert sum("apt-get -q -o DPkg::Lock::Timeout=120 update" in c for c in cmds) == 1
-    toolkit = plan.changes[4]
-    assert toolkit.reason == "cuda-toolkit-12-4 missing"
-    assert toolkit.steps[-1].command.endswith("install cuda-toolkit-12-4")
-    assert plan.changes[5].commands == [
+    assert sum(" install " in c for c in cmds) == 2  # two apt transactions in all
+    assert plan.changes[4].commands == [
         "update-alternatives --install /usr/local/cuda cuda /usr/local/cuda-12.4 124",
         "update-alternatives --set cuda /usr/local/cuda-12.4",
     ]
     assert (
         "libcudnn9-cuda-12=9.14.0.64-1 libcudnn9-dev-cuda-12=9.14.0.64-1"
-        in (plan.changes[6].commands[0])
+        in (plan.changes[5].commands[0])
     )
     assert (
-        "libnccl2=2.21.5-1+cuda12.4 libnccl-dev=2.21.5-1+cuda12.4" in (plan.changes[7].commands[0])
+        plan.changes[5]
+        .commands[0]
+        .endswith("libnccl2=2.21.5-1+cuda12.4 libnccl-dev=2.21.5-1+cuda12.4")
     )
-    assert plan.changes[9].commands[-1] == "ldconfig"
+    assert plan.changes[7].commands[-1] == "ldconfig"
     reboot = plan.changes[-1]
     assert reboot.reboot and reboot.steps == ()
     assert reboot.reason == "driver none loaded, 550.163.01 (open) wanted: reboot needed"
@@ -206,16 +209,16 @@ def test_550_loaded_570_wanted_upgrades_and_reboots_once(fresh: HostFacts) -> No
                      .replace('"2.21"', '"2.25"'))  # fmt: skip
     old = converged(host_from(STACK), fresh)
     plan = plan_host(host, old, probes=NO_SYSTEMD)
-    driver = next(c for c in plan.changes if c.role == "driver" and c.op == "apt_packages")
+    driver = next(c for c in plan.changes if "driver" in c.roles and c.op == "apt_packages")
     assert driver.reason == (
         "nvidia-open-570 missing; libnvidia-compute-570 missing; "
-        "replaces held libnvidia-compute-550, nvidia-open-550"
+        "replaces held libnvidia-compute-550, nvidia-open-550; cuda-toolkit-12-8 missing"
     )
     # the old branch is unheld and removed in the same apt transaction
     assert driver.commands[1] == "apt-mark unhold libnvidia-compute-550 nvidia-open-550"
     assert driver.commands[2].endswith(
         "install 'nvidia-open-570=570.195.03-*' 'libnvidia-compute-570=570.195.03-*' "
-        "libnvidia-compute-550- nvidia-open-550-"
+        "libnvidia-compute-550- nvidia-open-550- cuda-toolkit-12-8"
     )
     reboots = [c for c in plan.changes if c.reboot]
     assert len(reboots) == 1 and plan.changes[-1] is reboots[0]
@@ -239,7 +242,7 @@ def test_branch_590_uses_unversioned_names(fresh: HostFacts) -> None:
                      .replace('nccl: "2.21"', "").replace("22.04", "24.04"))  # fmt: skip
     plan = plan_host(host, fresh_facts("24.04"), probes=NO_SYSTEMD)
     assert plan.refused is None, plan.refused
-    driver = next(c for c in plan.changes if c.role == "driver" and c.op == "apt_packages")
+    driver = next(c for c in plan.changes if "driver" in c.roles and c.op == "apt_packages")
     assert (
         "'nvidia-driver-pinning-590=590.44.01-*' 'nvidia-open=590.44.01-*' "
         "'libnvidia-compute=590.44.01-*'" in driver.commands[-2]
@@ -287,7 +290,7 @@ def test_real_h200_machine_declared_as_it_is_plans_nothing() -> None:
         STACK.replace('branch: "550"', 'branch: "580"').replace('"12.4"', '"13.0"')
         .replace('"2.21"', '"2.28"').replace("cuda_env: true", "cuda_env: false")
     )  # fmt: skip
-    by_role = {c.role for c in plan_host(host, facts, probes=NO_SYSTEMD).changes}
+    by_role = {r for c in plan_host(host, facts, probes=NO_SYSTEMD).changes for r in c.roles}
     assert by_role == {"nvidia_repo"}  # NVIDIA's repository is not configured there
     unmanaged = host.model_copy(update={"repos": host.repos.model_copy(update={"nvidia": None})})
     assert not plan_host(unmanaged, facts, probes=NO_SYSTEMD).changes
@@ -298,7 +301,8 @@ def test_real_h200_machine_declared_as_it_is_plans_nothing() -> None:
     )  # fmt: skip
     plan = plan_host(other, facts, probes=NO_SYSTEMD)
     assert plan.needs_reboot
-    assert {"driver", "cuda_toolkit", "nccl", "cudnn", "cuda_env"} <= {c.role for c in plan.changes}
+    roles = {r for c in plan.changes for r in c.roles}
+    assert {"driver", "cuda_toolkit", "nccl", "cudnn", "cuda_env"} <= roles
 
 
 def test_dpkg_interrupted_is_finished_first(host: Host) -> None:

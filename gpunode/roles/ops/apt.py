@@ -27,6 +27,15 @@ def apt_get(lock_timeout: int) -> str:
     )
 
 
+def install_step(lock_timeout: int, targets: list[str]) -> Step:
+    """One apt transaction; `targets` are quoted ("pkg=1.2-1", "old-pkg-" to remove)."""
+    return Step(
+        f"{apt_get(lock_timeout)} --no-install-recommends --allow-downgrades"
+        f" --allow-change-held-packages install {' '.join(targets)}",
+        installs=tuple(targets),
+    )
+
+
 def apt_update(lock_timeout: int) -> str:
     return (
         "env DEBIAN_FRONTEND=noninteractive apt-get -q"
@@ -224,19 +233,14 @@ class AptPackages(Operation):
         )
         if not install and not unheld and not stale:
             return []
-        steps: list[str] = []
+        steps: list[str | Step] = []
         if stale:
             steps.append("apt-mark unhold " + " ".join(q(n) for n in stale))
             missing.append(f"replaces held {', '.join(stale)}")
         if install or stale:
-            targets = " ".join(
-                [q(f"{p.name}={p.version}" if p.version else p.name) for p in install]
-                + [q(f"{n}-") for n in stale]
-            )
-            steps.append(
-                f"{apt_get(ctx.apt_lock_timeout)} --no-install-recommends --allow-downgrades"
-                f" --allow-change-held-packages install {targets}"
-            )
+            targets = [q(f"{p.name}={p.version}" if p.version else p.name) for p in install]
+            targets += [q(f"{n}-") for n in stale]
+            steps.append(install_step(ctx.apt_lock_timeout, targets))
         if unheld:
             steps.append("apt-mark hold " + " ".join(q(n) for n in unheld))
         reason = "; ".join(missing) if missing else f"{', '.join(unheld)} not held"
