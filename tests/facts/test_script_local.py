@@ -99,7 +99,9 @@ def test_dpkg_lock_holder_and_interrupted_state() -> None:
     inner = (
         "mount -t tmpfs none /var/lib/dpkg && mkdir /var/lib/dpkg/updates "
         "&& touch /var/lib/dpkg/updates/0001 "
-        f'&& {{ {sys.executable} -c "$HOLDER" > /tmp/.gpunode-lockpid-$$ & }} && sleep 0.5 '
+        f'&& {{ {sys.executable} -c "$HOLDER" > /tmp/.gpunode-lockpid-$$ & }} '
+        # the holder prints its pid once it holds the lock: wait for that, however busy
+        "&& for i in $(seq 200); do [ -s /tmp/.gpunode-lockpid-$$ ] && break; sleep 0.1; done "
         f"&& echo PID=$(cat /tmp/.gpunode-lockpid-$$) && sh -s -- < {script_path()}; "
         "kill $(cat /tmp/.gpunode-lockpid-$$) 2>/dev/null; rm -f /tmp/.gpunode-lockpid-$$"
     )

@@ -267,7 +267,8 @@ def test_wrong_sudo_password_fails_fast_and_never_leaks(
         t.close()
     took = time.monotonic() - start
     # sudo waits ~2 s after a wrong password before asking again; three tries would take 6+ s
-    assert took < 4.5, took
+    # (the auth log below is the exact check; this one allows for a busy machine)
+    assert took < 6, took
     assert str(err.value) == f"sudo: incorrect password for {PASS_USER}@t1"
     tb = "".join(traceback.format_exception(err.value))
     out, errout = capfd.readouterr()
