@@ -69,28 +69,10 @@ class _ChannelProcess:
     def exit_code(self) -> int:
         code = self._ch.recv_exit_status()
         self._ch.close()
-        if code < 0 and not self._ch.event_ready:  # no exit status, and the exec never began
-            raise TransportError("the server refused to start the command")
         return code if code >= 0 else 255
 
     def kill(self) -> None:
         self._ch.close()
-
-
-def _exec_without_waiting(chan: paramiko.Channel, command: str) -> None:
-    """Channel.exec_command without waiting for the server's answer, so that the command's
-    stdin goes out right behind the request: one round trip less for every command fed on
-    stdin (the facts script, file contents). sshd starts the command before it reads the
-    data that follows; a refused request closes the channel, which exit_code() reports."""
-    m = paramiko.Message()
-    m.add_byte(paramiko.common.cMSG_CHANNEL_REQUEST)
-    m.add_int(chan.remote_chanid)
-    m.add_string("exec")
-    m.add_boolean(True)
-    m.add_string(command)
-    chan._event_pending()  # type: ignore[attr-defined]
-    assert chan.transport is not None
-    chan.transport._send_user_message(m)  # type: ignore[attr-defined]
 
 
 class SSHTransport:
@@ -279,10 +261,7 @@ class SSHTransport:
             raise TransportError(f"cannot open a channel to {self.name}: {exc}") from None
         self.channels_opened += 1
         try:
-            if stdin and (become is None or become.password is None):
-                _exec_without_waiting(chan, f"sh -c {shlex.quote(script)}")
-            else:
-                chan.exec_command(f"sh -c {shlex.quote(script)}")
+            chan.exec_command(f"sh -c {shlex.quote(script)}")
         except (paramiko.SSHException, OSError) as exc:
             chan.close()
             raise TransportError(f"cannot start a command on {self.name}: {exc}") from None
