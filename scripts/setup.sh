@@ -2,6 +2,10 @@
 # Install gpunode and what it needs on a fresh Debian/Ubuntu machine (run as root).
 #   scripts/setup.sh          the tool, and what `gpunode lab` needs (openssh-server, sudo, ...)
 #   scripts/setup.sh --dev    also the test and lint tools, and the CPU build of torch
+#
+# gpunode goes into a virtual environment (GPUNODE_VENV, default .venv in the checkout),
+# never into the system Python: a distribution Python refuses pip installs (PEP 668).
+# `gpunode` is linked into /usr/local/bin (GPUNODE_BIN_DIR), so it is on PATH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,8 +18,8 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 
 packages=(openssh-server openssh-client sudo iproute2 gnupg dpkg-dev apt-utils tmux
-          ca-certificates python3-venv)
-[[ $dev == 1 ]] && packages+=(ruby librsvg2-bin vagrant vagrant-libvirt)
+          ca-certificates python3 python3-venv)
+[[ $dev == 1 ]] && packages+=(ruby librsvg2-bin vagrant vagrant-libvirt debootstrap)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -26,12 +30,22 @@ if ((${#missing[@]})); then
 fi
 [[ -x scripts/setup-lab-deps.sh ]] && scripts/setup-lab-deps.sh
 
+venv=${GPUNODE_VENV:-$PWD/.venv}
 py=${PYTHON:-python3}
-if [[ $dev == 1 ]]; then
-  "$py" -m pip install -q -e '.[dev]'
-  # The CPU build of torch, for the smoke suite's CPU run (GPU tests skip with a reason).
-  "$py" -m pip install -q torch==2.13.0 || echo "torch==2.13.0 not installable here: torch smoke tests will skip" >&2
-else
-  "$py" -m pip install -q -e .
+if ! "$venv/bin/python" -c '' 2>/dev/null; then
+  rm -rf "$venv"
+  "$py" -m venv "$venv"
 fi
-echo "gpunode $("$py" -m gpunode --version | awk '{print $3}') installed"
+pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
+if [[ $dev == 1 ]]; then
+  "${pip[@]}" -e '.[dev]'
+  # The CPU build of torch, for the smoke suite's CPU run (GPU tests skip with a reason).
+  "${pip[@]}" torch==2.13.0 || echo "torch==2.13.0 not installable here: torch smoke tests will skip" >&2
+else
+  "${pip[@]}" -e .
+fi
+
+bin_dir=${GPUNODE_BIN_DIR:-/usr/local/bin}
+mkdir -p "$bin_dir"
+ln -sfn "$venv/bin/gpunode" "$bin_dir/gpunode"
+echo "gpunode $("$bin_dir/gpunode" --version | awk '{print $3}') installed in $venv, linked as $bin_dir/gpunode"

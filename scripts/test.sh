@@ -3,6 +3,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --dev
+# The environment setup.sh made: its python, pytest, ruff, mypy and gpunode come first.
+venv=${GPUNODE_VENV:-$PWD/.venv}
+export PATH="$venv/bin:$PATH"
 ruff check .
 ruff format --check .
 mypy
@@ -11,4 +14,4 @@ if command -v vagrant >/dev/null; then  # both machines: plain, and with a GPU p
   vagrant validate >/dev/null
   GPUNODE_GPU_PCI=0000:41:00.0 vagrant validate >/dev/null
 fi
-python3 -m pytest -q "$@"
+python -m pytest -q --durations=15 "$@"
