@@ -1,6 +1,7 @@
 """The layers of a host's root: a shared lab layer over the machine's root, then the host's own.
 
-The lab layer (base/) holds what every host shares: the Ubuntu release files, the
+The lab layer (base/) holds what every host shares: the Ubuntu skeleton (skeleton.py),
+the Ubuntu release files, the
 `ubuntu` login user, sudoers, sshd settings, the stand-in programs, an apt
 configuration emptied of the machine's own mirrors, and a frozen copy of the machine's
 dpkg database. Each host's upper layer starts
@@ -16,6 +17,7 @@ import subprocess
 from pathlib import Path
 
 from gpunode.lab.gpumodels import MODELS, gpus_document
+from gpunode.lab.skeleton import write_skeleton
 from gpunode.lab.standins import STANDINS
 from gpunode.lab.state import UBUNTU, HostPaths, LabConfig, LabPaths
 
@@ -153,6 +155,7 @@ def build_base(paths: LabPaths, cfg: LabConfig, client_pub: str, password_hash: 
     if base.exists():
         shutil.rmtree(base)
     base.mkdir(parents=True)
+    write_skeleton(base)  # an Ubuntu server's directories, whatever the machine has
     release = os_release(cfg.ubuntu)
     _write(base / "etc/os-release", release)
     _write(base / "usr/lib/os-release", release)

@@ -183,3 +183,27 @@ def test_dpkg_database_is_a_copy_taken_at_lab_up(lab_hosts, lab_fresh_host):
     finally:
         probe.unlink()
     assert seen.returncode != 0, "a file new in the machine's dpkg database shows in a host"
+
+
+def test_hosts_have_an_ubuntu_skeleton_whatever_the_machine_has(lab_hosts):
+    """The skeleton is in the lab layer itself, so the hosts have it even where the machine
+    (a bare Debian without kmod, grub or dkms) does not; and each host sees all of it."""
+    import os
+    import shlex
+
+    from gpunode.lab.skeleton import required_paths
+
+    release = os.uname().release
+    wanted = required_paths(release)
+    for rel in ("etc/modprobe.d", "etc/profile.d", "etc/ld.so.conf.d", "etc/default/grub",
+                "etc/apt/keyrings", f"boot/vmlinuz-{release}"):  # fmt: skip
+        assert rel in wanted
+    base = lab_hosts.state_dir / "disk" / "base"
+    missing_in_layer = [rel for rel in wanted if not os.path.lexists(base / rel)]
+    assert missing_in_layer == []
+    check = " ; ".join(f"test -e /{shlex.quote(rel)} || echo {shlex.quote(rel)}" for rel in wanted)
+    host = lab_hosts.names[0]
+    assert lab_hosts.run(host, check).stdout == ""
+    out = lab_hosts.run(host, f"ls -d /lib/modules/{release}/kernel /etc/modprobe.d; uname -r")
+    assert out.stdout.split() == [f"/lib/modules/{release}/kernel", "/etc/modprobe.d", release]
+    assert "GRUB_CMDLINE_LINUX_DEFAULT=" in lab_hosts.run(host, "cat /etc/default/grub").stdout
