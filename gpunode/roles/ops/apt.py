@@ -83,16 +83,11 @@ class AptRepository(Operation):
             have = facts.package(kp.name)
             if have is None or have.version != kp.version:
                 why = f"{kp.name} {have.version} installed" if have else f"{kp.name} missing"
-                deb = f"/tmp/gpunode-{kp.name}_{kp.version}.deb"
                 out.append(
                     ctx.change(
                         self.name,
                         f"{why}, {kp.version} wanted",
-                        [
-                            f"curl -fsSL --retry 3 -o {q(deb)} {q(kp.url)}",
-                            "env DEBIAN_FRONTEND=noninteractive dpkg --force-confold -i " + q(deb),
-                            f"rm -f {q(deb)}",
-                        ],
+                        [keyring_install(kp, ctx.apt_lock_timeout)],
                         path=a.keyring,
                     )
                 )
@@ -124,6 +119,19 @@ class AptRepository(Operation):
                 )
             )
         return out
+
+
+def keyring_install(kp: KeyringPackage, lock_timeout: int) -> str:
+    """Download and install the keyring package in one root step, from a directory only
+    root can write (no other user can plant or swap the file), through apt so that a
+    held dpkg lock is waited for; the directory goes away however the step ends."""
+    deb = f'"$d"/{q(f"{kp.name}_{kp.version}_all.deb")}'
+    return (
+        "d=$(mktemp -d /tmp/gpunode.XXXXXXXXXX) && trap 'rm -rf \"$d\"' EXIT"
+        ' && chmod 0755 "$d"'  # apt's download user reads it; only root writes
+        f" && curl -fsSL --retry 3 -o {deb} {q(kp.url)}"
+        f" && {apt_get(lock_timeout)} --allow-downgrades install {deb}"
+    )
 
 
 def _keyring_present(path: str, ctx: OpContext) -> bool:
