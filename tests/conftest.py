@@ -21,8 +21,20 @@ from typing import Any
 
 import pytest
 
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE_INVENTORY = str(REPO / "inventories" / "lab.yaml")  # from any working directory
 TEST_LAB_DIR = Path("/var/lib/gpunode-lab-test")
 TEST_LAB_NET = 1
+
+
+def until(cond: Any, timeout: float = 30, what: str = "the condition") -> None:
+    """Poll `cond()` until it is true; fail naming `what` when the deadline passes."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"{what}: not true within {timeout:g}s"
+        time.sleep(0.05)
 
 
 def lab_unavailable() -> str | None:
@@ -140,8 +152,35 @@ class Lab:
         self.cli("reset", host)
         self.wait_up(host)
 
-    def reboot(self, host: str) -> None:
+    def boot_id(self, host: str) -> str:
+        """The host's boot id as the lab records it (readable while sshd refuses)."""
+        return str(self.status()[host]["boot_id"])
+
+    def wait_booted(self, host: str, before: str, timeout: float = 30, ssh: bool = True) -> None:
+        """Until the host has booted again since `before` (a boot id), and answers ssh."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while True:
+            state = self.status()[host]
+            if state["state"] == "up" and state["boot_id"] != before:
+                break
+            assert time.monotonic() < deadline, f"{host} did not boot again: {state}"
+            time.sleep(0.1)
+        if ssh:
+            self.wait_up(host, timeout=max(1.0, deadline - time.monotonic()))
+
+    def reboot(self, host: str, ssh: bool = True) -> None:
+        """Reboot from the lab's side; returns once the host has booted again."""
+        before = self.boot_id(host)
         self.cli("reboot", host)
+        self.wait_booted(host, before, ssh=ssh)
+
+    def reboot_inside(self, host: str, command: str = "sudo reboot", timeout: float = 60) -> None:
+        """Reboot as an admin would, from a shell on the host; returns once it is back."""
+        before = self.boot_id(host)
+        self.run(host, command, check=False, timeout=30)
+        self.wait_booted(host, before, timeout)
 
     def fault(
         self, host: str, knob: str, value: str | None = None, off: bool = False

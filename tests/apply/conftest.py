@@ -38,6 +38,7 @@ class Lab:
         doc = yaml.load(self.inventory_text)
         for key, value in stack.items():
             doc["defaults"]["stack"][key] = value
+        tmp.mkdir(parents=True, exist_ok=True)
         path = tmp / "inventory.yaml"
         with path.open("w") as fh:
             yaml.dump(doc, fh)

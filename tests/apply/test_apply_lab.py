@@ -162,6 +162,10 @@ def test_check_writes_nothing(lab: Lab, tmp_path: Path) -> None:
 
 
 def test_driver_550_to_570_upgrades_reboots_once_converges(lab: Lab, tmp_path: Path) -> None:
+    start = lab.inventory(tmp_path / "550", **STACK)  # lab-01 on 550, whatever ran before
+    code, evs = apply(lab, start, "--limit", "lab-01", "--no-smoke")
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "HostFinished")]
+    assert packages(start, "lab-01")["nvidia-open-550"][0].startswith("550.163.01-")
     inv = lab.inventory(tmp_path, **{**STACK, "driver": {"branch": "570", "flavor": "open"}})
     code, evs = apply(lab, inv, "--limit", "lab-01")
     assert code == 0, [(e["host"], e["message"]) for e in of(evs, "HostFinished")]
@@ -199,7 +203,11 @@ def test_killed_controller_then_apply_converges(lab: Lab, tmp_path: Path) -> Non
     code, evs = apply(lab, inv, "-l", "lab-02")
     assert code == 0, [(e["host"], e["message"]) for e in of(evs, "HostFinished")]
     end = packages(inv, "lab-02")
-    ref = packages(inv, "lab-01")  # converged by the first test (then moved to 570)
+    # the reference: lab-01 converged by a run nobody interrupted (its driver left alone)
+    ref_inv = lab.inventory(tmp_path / "ref", **{**STACK, "driver": None})
+    code, evs = apply(lab, ref_inv, "-l", "lab-01", "--no-smoke")
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "HostFinished")]
+    ref = packages(inv, "lab-01")
     for name in ("cuda-toolkit-12-4", "libcudnn9-cuda-12", "libnccl2", "libnccl-dev"):
         assert end[name] == ref[name]
     assert end["nvidia-open-550"][0].startswith("550.163.01-")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLE = "inventories/lab.yaml"
+from tests.conftest import EXAMPLE_INVENTORY as EXAMPLE
 
 
 def gpunode(*args: str) -> subprocess.CompletedProcess[str]:

@@ -7,6 +7,7 @@ import textwrap
 import pytest
 
 from gpunode.inventory import InventoryError, load, loads
+from tests.conftest import EXAMPLE_INVENTORY
 
 
 def _load(text: str):  # type: ignore[no-untyped-def]
@@ -20,13 +21,13 @@ def _problems(text: str) -> list[str]:
 
 
 def test_shipped_example_validates() -> None:
-    inv = load("inventories/lab.yaml")
+    inv = load(EXAMPLE_INVENTORY)
     assert set(inv.hosts) == {"gpu-a100-01", "gpu-a100-02", "gpu-h100-01"}
     assert inv.groups == {"a100": ["gpu-a100-01", "gpu-a100-02"], "h100": ["gpu-h100-01"]}
 
 
 def test_layers_merge_deeply_and_later_wins() -> None:
-    inv = load("inventories/lab.yaml")
+    inv = load(EXAMPLE_INVENTORY)
     h100 = inv.hosts["gpu-h100-01"]
     a100 = inv.hosts["gpu-a100-01"]
     # The group overrides only `branch`; flavor and hold still come from defaults.

@@ -3,11 +3,12 @@ from __future__ import annotations
 import pytest
 
 from gpunode.inventory import PatternError, load, select
+from tests.conftest import EXAMPLE_INVENTORY
 
 
 @pytest.fixture(scope="module")
 def inv():  # type: ignore[no-untyped-def]
-    return load("inventories/lab.yaml")
+    return load(EXAMPLE_INVENTORY)
 
 
 @pytest.mark.parametrize(

@@ -8,14 +8,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from gpunode.lab import procs
 from gpunode.lab.lifecycle import mounts_under
-from tests.conftest import gpunode_lab, lab_unavailable
+from tests.conftest import gpunode_lab, lab_unavailable, until
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -64,8 +63,8 @@ def test_down_after_kill_9_of_everything(own_lab):
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    time.sleep(0.5)
-    assert gpunode_lab(own_lab, "status", check=False).returncode == 1
+    until(lambda: gpunode_lab(own_lab, "status", check=False).returncode == 1, 10,
+          "status reports the lab down")  # fmt: skip
     gpunode_lab(own_lab, "down")
     _assert_nothing_left(own_lab)
 
@@ -74,7 +73,7 @@ def test_up_after_a_crash_starts_afresh(own_lab):
     gpunode_lab(own_lab, "up", "--hosts", "2", "--net", str(NET))
     pid = int((own_lab / "supervisor.pid").read_text())
     os.kill(pid, signal.SIGKILL)  # the hosts die with their supervisor
-    time.sleep(0.5)
+    until(lambda: procs.lab_processes(own_lab) == [], 10, "the lab's processes are gone")
     gpunode_lab(own_lab, "up", "--hosts", "2", "--net", str(NET))
     assert all(h["state"] == "up" for h in _status(own_lab)["hosts"])
 

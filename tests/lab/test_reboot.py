@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+from tests.conftest import until
+
 pytestmark = pytest.mark.lab
 
 
@@ -29,7 +31,9 @@ def test_reboot_inside_drops_the_session_and_sshd_returns(lab_hosts, lab_fresh_h
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(1)
+    until(lambda: lab_hosts.run(host, "pgrep -xf 'sleep 60'", check=False).returncode == 0,
+          10, "the long command runs")  # fmt: skip
+    lab_id = lab_hosts.boot_id(host)
     t0 = time.monotonic()
     reboot = lab_hosts.run(host, command, check=False, timeout=30)
     assert reboot.returncode == 255  # the connection went away under it
@@ -37,7 +41,7 @@ def test_reboot_inside_drops_the_session_and_sshd_returns(lab_hosts, lab_fresh_h
     assert long.returncode == 255 and "finished" not in out
     assert time.monotonic() - t0 < 10
     # refused for a moment, then back
-    lab_hosts.wait_up(host, timeout=30)
+    lab_hosts.wait_booted(host, lab_id, timeout=30)
     after = _boot_id(lab_hosts, host)
     assert after != before
     assert lab_hosts.run(host, "cat /tmp/gpunode-lab-survives-reboot").stdout.strip() == "kept"
@@ -48,8 +52,6 @@ def test_reboot_from_the_cli(lab_hosts):
     host = lab_hosts.names[1]
     before = _boot_id(lab_hosts, host)
     lab_hosts.reboot(host)
-    time.sleep(0.5)
-    lab_hosts.wait_up(host)
     assert _boot_id(lab_hosts, host) != before
 
 
@@ -70,9 +72,7 @@ def test_rebooting_loads_the_installed_driver(lab_hosts, lab_fresh_host):
         json.loads(lab_hosts.run(host, "cat /etc/gpunode-lab/module.json").stdout)["loaded"]
         is False
     )
-    lab_hosts.run(host, "sudo reboot", check=False)
-    time.sleep(0.5)
-    lab_hosts.wait_up(host)
+    lab_hosts.reboot_inside(host)
     state = json.loads(lab_hosts.run(host, "cat /etc/gpunode-lab/module.json").stdout)
     assert state == {"loaded": True, "version": "580.159.04", "flavor": "open"}
     assert lab_hosts.run(host, "cat /sys/module/nvidia/version").stdout == "580.159.04\n"
@@ -81,7 +81,5 @@ def test_rebooting_loads_the_installed_driver(lab_hosts, lab_fresh_host):
 
     lab_hosts.sudo(host, "echo '550.127.05 proprietary' > /usr/share/gpunode-lab/driver-version")
     lab_hosts.reboot(host)
-    time.sleep(0.5)
-    lab_hosts.wait_up(host)
     nvrm = lab_hosts.run(host, "cat /proc/driver/nvidia/version").stdout
     assert nvrm.startswith("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.127.05  ")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import time
 
 import pytest
 
@@ -28,8 +27,6 @@ def test_driver_install_from_the_lab_repo_then_reboot(lab_hosts, lab_fresh_host)
 
     smi = lab_hosts.run(host, "nvidia-smi", check=False)
     assert smi.returncode != 0 and "couldn't communicate with the NVIDIA driver" in smi.stdout
-    lab_hosts.run(host, "sudo reboot", check=False)
-    time.sleep(0.5)
-    lab_hosts.wait_up(host)
+    lab_hosts.reboot_inside(host)
     listing = lab_hosts.run(host, "nvidia-smi -L").stdout.splitlines()
     assert len(listing) == 2 and listing[0].startswith("GPU 0: NVIDIA H200 (UUID: GPU-")

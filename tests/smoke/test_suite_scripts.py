@@ -398,9 +398,16 @@ def test_driver_finds_conda_envs_with_a_framework_only(tmp_path: Path) -> None:
         (prefix / "envs" / name / "bin" / "python").symlink_to(python)
     _, lines = driver("--tests", "nvidia-smi", "--conda-prefix", str(prefix))
     labels = [e["label"] for e in lines[0]["details"]["envs"]]
-    # These stand-ins share this interpreter's prefix, so the system python folds into the
-    # first of them (one prefix, one environment).
-    assert labels == ["conda:pt"]
+
+    # "plain" has no framework. The stand-ins run this interpreter with -S: outside a
+    # virtual environment they share the system python's prefix, which then folds into the
+    # first of them (one prefix, one environment); in one, the system python is its own.
+    def prefix(*flags: str) -> str:
+        code = "import sys; print(sys.prefix)"
+        return subprocess.run([sys.executable, *flags, "-c", code], capture_output=True,
+                              text=True, check=True).stdout  # fmt: skip
+
+    assert labels == ["conda:pt"] + ([] if prefix("-S") == prefix() else ["system"])
 
 
 def test_every_test_process_runs_with_nvlink_multicast_off(tmp_path: Path) -> None:

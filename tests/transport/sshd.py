@@ -67,9 +67,22 @@ class SshServer:
         base.update(kw)
         return SshSettings.model_validate(base)
 
+    @property
+    def sudo_log(self) -> Path:
+        """sudo's log of PASS_USER's attempts, written by sudo itself."""
+        return self.dir / "sudo.log"
+
     def accepted(self) -> int:
         """How many logins sshd accepted (its own log; independent of paramiko)."""
         return self.log.read_text(errors="replace").count("Accepted publickey")
+
+    def accepted_since(self, before: int, want: int, timeout: float = 10) -> int:
+        """Logins accepted since `before`, once `want` are logged or the deadline passes
+        (sshd's children write the log as they go)."""
+        deadline = time.monotonic() + timeout
+        while self.accepted() - before < want and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self.accepted() - before
 
 
 @contextlib.contextmanager
@@ -90,6 +103,8 @@ def sshd(root: Path) -> Iterator[SshServer]:
         f"{NOPASS_USER} ALL=(ALL) NOPASSWD: ALL\n"
         f"{PASS_USER} ALL=(ALL) ALL\n"
         f"Defaults:{PASS_USER} timestamp_timeout=0\n"
+        # sudo's own log of each attempt: no syslog daemon is needed to read it
+        f"Defaults:{PASS_USER} logfile={root}/sudo.log\n"
     )
     os.chmod(sudoers, 0o440)
     Path("/run/sshd").mkdir(exist_ok=True)
@@ -99,7 +114,7 @@ def sshd(root: Path) -> Iterator[SshServer]:
     cfg.write_text(
         f"Port {port}\nListenAddress 127.0.0.1\nHostKey {hostkey}\nPidFile {root}/sshd.pid\n"
         "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM yes\n"
-        "PermitRootLogin no\nAllowTcpForwarding yes\nLogLevel VERBOSE\nMaxStartups 100\n"
+        "PermitRootLogin no\nAllowTcpForwarding yes\nLogLevel DEBUG1\nMaxStartups 100\n"
         f"AllowUsers {NOPASS_USER} {PASS_USER}\n"
         "Subsystem sftp /usr/lib/openssh/sftp-server\n"
     )

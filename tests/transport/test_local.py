@@ -34,13 +34,27 @@ def test_hostile_values() -> None:
 
 
 def test_timeout_kills_the_process_group(tmp_path: Path) -> None:
-    marker = tmp_path / "late"
+    marker, pidfile = tmp_path / "late", tmp_path / "child.pid"
+    child = f"echo $$ > {pidfile}; sleep 2; touch {marker}"
     start = time.monotonic()
     with pytest.raises(CommandTimeoutError):
-        LocalTransport().run(f"(sleep 2; touch {marker}) & sleep 30", timeout=0.5)
+        LocalTransport().run(f"sh -c '{child}' & sleep 30", timeout=0.5)
     assert time.monotonic() - start < 2
-    time.sleep(2.5)
-    assert not marker.exists()  # the background child died with its group
+    pid = int(pidfile.read_text())
+    # the background child died with its group: gone before it could touch the marker
+    deadline = time.monotonic() + 1
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not _alive(pid) and not marker.exists()
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie waiting for a parent that may never reap it."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="root runs sudo'ed commands directly")

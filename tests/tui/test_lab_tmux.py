@@ -63,9 +63,7 @@ def install_driver(lab: Lab, host: str) -> None:
         "export DEBIAN_FRONTEND=noninteractive; dpkg -i /tmp/k.deb >/dev/null"
         " && apt-get update -q >/dev/null && apt-get install -y -q nvidia-open-580 >/dev/null",
     )
-    lab.run(host, "sudo reboot", check=False)
-    time.sleep(0.5)
-    lab.wait_up(host, timeout=60)
+    lab.reboot_inside(host)
     assert len(lab.run(host, "nvidia-smi -L").stdout.splitlines()) == 2
 
 
