@@ -23,8 +23,22 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE_INVENTORY = str(REPO / "inventories" / "lab.yaml")  # from any working directory
-TEST_LAB_DIR = Path("/var/lib/gpunode-lab-test")
-TEST_LAB_NET = 1
+# GPUNODE_TEST_SLOT=N gives a second test session on the same machine its own lab
+# directories, loopback networks and ports, so two sessions never share a host.
+SLOT = int(os.environ.get("GPUNODE_TEST_SLOT", "0"))
+
+
+def slot_net(base: int) -> int:
+    """The third octet of a test lab's addresses, moved aside for other slots."""
+    return base if SLOT == 0 else (base + 101 * SLOT) % 250 + 3
+
+
+def slot_path(path: str) -> Path:
+    return Path(path if SLOT == 0 else f"{path}-slot{SLOT}")
+
+
+TEST_LAB_DIR = slot_path("/var/lib/gpunode-lab-test")
+TEST_LAB_NET = slot_net(1)
 
 
 def until(cond: Any, timeout: float = 30, what: str = "the condition") -> None:

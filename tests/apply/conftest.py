@@ -15,8 +15,10 @@ from typing import Any
 
 import pytest
 
-NET = 231  # hosts on 127.0.231.11+, repository on 127.0.231.10
-PORT = 2231
+from tests.conftest import SLOT, slot_net
+
+NET = slot_net(231)  # hosts on 127.0.231.11+, repository on 127.0.231.10
+PORT = 2231 + 1000 * SLOT
 # Written by sshd and PAM at every login and by nothing gpunode does.
 LOGIN_NOISE = ("var/log/", "run/", "tmp/", "var/lib/sudo/", "var/cache/", "root/.cache/")
 

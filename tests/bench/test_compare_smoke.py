@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import gpunode_lab, lab_unavailable
+from tests.conftest import gpunode_lab, lab_unavailable, slot_net, slot_path
 
 REPO = Path(__file__).resolve().parents[2]
-STATE = Path(os.environ.get("GPUNODE_BENCH_STATE", "/var/tmp/gpunode-bench-smoke"))
-NET = 78  # apart from the test lab (127.0.1.X) and the full benchmark's (127.0.77.X)
+STATE = Path(os.environ.get("GPUNODE_BENCH_STATE") or slot_path("/var/tmp/gpunode-bench-smoke"))
+NET = slot_net(78)  # apart from the test lab (127.0.1.X) and the full benchmark's (127.0.77.X)
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

@@ -14,12 +14,12 @@ import pytest
 
 from gpunode.lab import procs
 from gpunode.lab.lifecycle import mounts_under
-from tests.conftest import gpunode_lab, lab_unavailable, until
+from tests.conftest import gpunode_lab, lab_unavailable, slot_net, slot_path, until
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
-STATE = Path("/var/lib/gpunode-lab-test-lifecycle")
-NET = 2  # its own addresses: 127.0.2.X, beside the session's lab
+STATE = slot_path("/var/lib/gpunode-lab-test-lifecycle")
+NET = slot_net(2)  # its own addresses: 127.0.2.X, beside the session's lab
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.conftest import Lab, gpunode_lab, lab_unavailable
+from tests.conftest import Lab, gpunode_lab, lab_unavailable, slot_net
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -24,7 +24,8 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 
 # -- a lab of our own for the real-terminal tests -----------------------------------------------
 
-TUI_LAB_NET = 58  # hosts on 127.0.58.11+: apart from the shared test lab and the apply tests'
+# hosts on 127.0.58.11+: apart from the shared test lab and the apply tests'
+TUI_LAB_NET = slot_net(58)
 
 
 @pytest.fixture(scope="session")
