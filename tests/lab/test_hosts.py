@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import TEST_LAB_NET
+
 pytestmark = pytest.mark.lab
 
 
@@ -23,7 +25,7 @@ def test_inventory_loads_and_points_at_the_lab(lab_hosts):
         assert host.address == lab_hosts.addresses[name]
         assert host.ssh.host_key_policy == "strict"
         assert Path(host.ssh.identity_file).is_file()
-        assert host.repos.nvidia.startswith("http://127.0.1.10")
+        assert host.repos.nvidia.startswith(f"http://127.0.{TEST_LAB_NET}.10")
         assert host.gpus.model == "H200" and host.gpus.count == 2
     for line in Path(lab_hosts.known_hosts).read_text().splitlines():
         assert line.split()[1] == "ssh-ed25519"
@@ -204,6 +206,6 @@ def test_hosts_have_an_ubuntu_skeleton_whatever_the_machine_has(lab_hosts):
     check = " ; ".join(f"test -e /{shlex.quote(rel)} || echo {shlex.quote(rel)}" for rel in wanted)
     host = lab_hosts.names[0]
     assert lab_hosts.run(host, check).stdout == ""
-    out = lab_hosts.run(host, f"ls -d /lib/modules/{release}/kernel /etc/modprobe.d; uname -r")
-    assert out.stdout.split() == [f"/lib/modules/{release}/kernel", "/etc/modprobe.d", release]
+    out = lab_hosts.run(host, f"ls -d /etc/modprobe.d /lib/modules/{release}/kernel; uname -r")
+    assert out.stdout.split() == ["/etc/modprobe.d", f"/lib/modules/{release}/kernel", release]
     assert "GRUB_CMDLINE_LINUX_DEFAULT=" in lab_hosts.run(host, "cat /etc/default/grub").stdout
