@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from gpunode.lab.gpumodels import MODELS
-from gpunode.lab.state import UBUNTU, LabConfig, LabPaths, state_dir
+from gpunode.lab.state import MIRRORS, UBUNTU, LabConfig, LabPaths, state_dir
 
 EXIT_ERROR = 1
 EXIT_UNSUPPORTED = 2
@@ -80,6 +80,14 @@ def lab() -> None:
     show_default=True,
     help="The hosts' SSH port.",
 )
+@click.option(
+    "--mirror",
+    type=click.Choice(MIRRORS),
+    default="full",
+    show_default=True,
+    help="The NVIDIA repository the lab serves: full, or a mirror lagging behind "
+    "(without the newest driver releases, cuDNN and NCCL builds).",
+)
 def up(
     n_hosts: int,
     gpus: int,
@@ -88,6 +96,7 @@ def up(
     sudo_password_env: str | None,
     net: int,
     port: int,
+    mirror: str,
 ) -> None:
     """Start N hosts (or keep a running lab of the same shape)."""
     _require_root()
@@ -101,6 +110,7 @@ def up(
         net=net,
         port=port,
         sudo_password_env=sudo_password_env,
+        mirror=mirror,
     )
     try:
         lifecycle.up(_paths(), want, say=lambda m: click.echo(m, err=True))
@@ -144,7 +154,8 @@ def status(as_json: bool) -> None:
         click.echo(f"the lab in {paths.root} is not running; `gpunode lab down` cleans it up")
         sys.exit(EXIT_ERROR)
     click.echo(
-        f"{cfg.hosts} x {cfg.gpus}x {cfg.model}, Ubuntu {cfg.ubuntu}; repository {cfg.repo_url}"
+        f"{cfg.hosts} x {cfg.gpus}x {cfg.model}, Ubuntu {cfg.ubuntu}; "
+        f"repository {cfg.repo_url} ({cfg.mirror} mirror)"
     )
     click.echo(f"{'HOST':<10} {'ADDRESS':<15} {'STATE':<10} {'BOOT ID':<38} FAULTS")
     for h in hosts:
@@ -200,6 +211,39 @@ def reset(host: str) -> None:
     """Give HOST a fresh disk: everything written to it is gone; same keys and address."""
     _require_root()
     _host_request("reset", host=host)
+
+
+@lab.command()
+@click.argument("host")
+@click.argument("pins", nargs=-1, required=True, metavar="PKG=VERSION...")
+@click.option("--hold", is_flag=True, help="apt-mark hold the packages afterwards.")
+@click.option(
+    "--reboot",
+    "then_reboot",
+    is_flag=True,
+    help="Reboot HOST afterwards, so that an installed driver's kernel module loads.",
+)
+def install(host: str, pins: tuple[str, ...], hold: bool, then_reboot: bool) -> None:
+    """Install exact versions in HOST with its own apt and dpkg (downgrades allowed).
+
+    \b
+    Starts a host from a given state, e.g. an older driver, before gpunode runs:
+      gpunode lab install lab-02 nvidia-open-550=550.127.05-1 --hold --reboot
+    """
+    _require_root()
+    from gpunode.lab import control, preinstall
+
+    paths = _paths()
+    cfg = paths.load_config()
+    if cfg is None:
+        click.echo(f"error: no lab in {paths.root}; start one with `gpunode lab up`", err=True)
+        sys.exit(EXIT_ERROR)
+    try:
+        preinstall.install(
+            paths, cfg, host, list(pins), hold, then_reboot, say=lambda m: click.echo(m)
+        )
+    except (preinstall.InstallError, control.SupervisorGone, OSError) as exc:
+        _fail(exc)
 
 
 KNOB_HELP = "\b\n" + "\n".join(

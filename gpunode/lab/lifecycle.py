@@ -77,15 +77,15 @@ def _client_key(paths: LabPaths) -> str:
     return line
 
 
-def _build_repo(paths: LabPaths, base_url: str, say: Say) -> Path:
+def _build_repo(paths: LabPaths, base_url: str, mirror: str, say: Say) -> Path:
     try:
         from gpunode.lab.repo import build_repository  # type: ignore[attr-defined,unused-ignore]
     except ImportError:
         empty = paths.repo / "empty"
         empty.mkdir(parents=True, exist_ok=True)
         return empty
-    say("building the package repository ...")
-    served: Path = build_repository(paths.repo, base_url)
+    say(f"building the package repository ({mirror} mirror) ...")
+    served: Path = build_repository(paths.repo, base_url, mirror)
     return served
 
 
@@ -137,7 +137,7 @@ def up(
     cfg.repo_port = _free_port(cfg.repo_address, 80)
     port = "" if cfg.repo_port == 80 else f":{cfg.repo_port}"
     cfg.repo_url = f"http://{cfg.repo_address}{port}"
-    cfg.repo_dir = str(_build_repo(paths, cfg.repo_url, say))
+    cfg.repo_dir = str(_build_repo(paths, cfg.repo_url, cfg.mirror, say))
     paths.config.write_text(cfg.to_json())
 
     with open(paths.log, "ab") as log:

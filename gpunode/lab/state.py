@@ -12,6 +12,7 @@ DEFAULT_DIR = "/var/lib/gpunode-lab"
 UBUNTU = {"22.04": "jammy", "24.04": "noble"}
 FIRST_HOST_OCTET = 11
 REPO_OCTET = 10
+MIRRORS = ("full", "lagging")  # the repository kinds a lab serves (gpunode/lab/repo)
 
 
 def state_dir() -> Path:
@@ -27,6 +28,7 @@ class LabConfig:
     net: int = 0  # third octet of the lab's loopback addresses: 127.0.<net>.X
     port: int = 22
     sudo_password_env: str | None = None
+    mirror: str = "full"  # what the repository serves: full, or lagging behind NVIDIA
     repo_port: int = 80
     repo_url: str = ""
     repo_dir: str = ""
@@ -43,7 +45,7 @@ class LabConfig:
         return self.address(self.names.index(name))
 
     def same_shape(self, other: LabConfig) -> bool:
-        keys = ("hosts", "gpus", "model", "ubuntu", "net", "port", "sudo_password_env")
+        keys = ("hosts", "gpus", "model", "ubuntu", "net", "port", "sudo_password_env", "mirror")
         return all(getattr(self, k) == getattr(other, k) for k in keys)
 
     def to_json(self) -> str:
@@ -77,6 +79,11 @@ class LabPaths:
     @property
     def log(self) -> Path:
         return self.root / "supervisor.log"
+
+    @property
+    def repo_access_log(self) -> Path:
+        """The lab repository's access log: one line per HTTP request."""
+        return self.root / "repo-access.log"
 
     @property
     def socket(self) -> Path:

@@ -313,13 +313,24 @@ class _ControlServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer)
     daemon_threads = True
 
 
-class _QuietHandler(SimpleHTTPRequestHandler):
+class _LoggingHandler(SimpleHTTPRequestHandler):
+    """Serves the repository and keeps an access log, as a real mirror's web server does
+    (client, request line, status, bytes): tests count what a run fetched from it."""
+
+    access_log: Path
+
     def log_message(self, format: str, *args: Any) -> None:
-        pass
+        line = f"{self.address_string()} - - [{self.log_date_time_string()}] {format % args}\n"
+        with _LOG_LOCK, open(self.access_log, "a") as fh:
+            fh.write(line)
 
 
-def serve_repo(cfg: LabConfig) -> ThreadingHTTPServer:
-    handler = functools.partial(_QuietHandler, directory=cfg.repo_dir)
+_LOG_LOCK = threading.Lock()
+
+
+def serve_repo(cfg: LabConfig, access_log: Path) -> ThreadingHTTPServer:
+    handler_class = type("_Handler", (_LoggingHandler,), {"access_log": access_log})
+    handler = functools.partial(handler_class, directory=cfg.repo_dir)
     host, port = cfg.repo_address, cfg.repo_port
     ThreadingHTTPServer.allow_reuse_address = True
     server = ThreadingHTTPServer((host, port), handler)
@@ -335,7 +346,7 @@ def main() -> None:
         sys.exit(f"no lab configuration in {paths.config}")
     sup = Supervisor(paths, cfg)
     signal.signal(signal.SIGTERM, lambda *_: setattr(sup, "stopping", True))
-    httpd = serve_repo(cfg)
+    httpd = serve_repo(cfg, paths.repo_access_log)
     with contextlib.suppress(FileNotFoundError):
         paths.socket.unlink()
     _Handler.supervisor = sup

@@ -74,8 +74,8 @@ def test_plan_exit_codes_and_a_stalled_host(lab_hosts, lab_fresh_host, tmp_path)
     finally:
         lab_hosts.fault(stalled, "stall", off=True)
     # the stalled host is reported unreachable within the timeout; the others are planned
-    # (plan's exit codes: 0 nothing to do, 2 changes pending, 1 an error such as this)
-    assert out.returncode == 1, out.stderr
+    # (plan's exit codes: 0 nothing to do, 2 refused, 3 changes pending, 4 unreachable)
+    assert out.returncode == 4, out.stderr
     assert took < 30
     doc = json.loads(out.stdout)
     hosts = doc["hosts"]
@@ -83,10 +83,10 @@ def test_plan_exit_codes_and_a_stalled_host(lab_hosts, lab_fresh_host, tmp_path)
     assert "banner" in hosts[stalled]["error"] or "timed out" in hosts[stalled]["error"]
     for name in others:
         assert hosts[name]["status"] == "ok", hosts[name]
-    # a fresh host has changes pending: --detailed-exitcode says 2
+    # a fresh host has changes pending: --detailed-exitcode says 3
     lab_hosts.wait_up(stalled, timeout=15)
     out = gpunode(lab_hosts, "plan", str(inv), "--limit", stalled, "--detailed-exitcode")
-    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.returncode == 3, out.stdout + out.stderr
     assert "cuda-toolkit-13-0 missing" in out.stdout
 
 

@@ -1,7 +1,7 @@
 """The lab's package repository: NVIDIA-style signed apt folders, stand-in wheels, conda.
 
-`build_repository(dest, base_url)` builds it once (cached by generator version and URL)
-and returns the folder the lab serves over HTTP at base_url.
+`build_repository(dest, base_url, mirror)` builds it once (cached by generator version,
+URL and mirror kind) and returns the folder the lab serves over HTTP at base_url.
 """
 
 from gpunode.lab.repo.build import build_repository

@@ -21,24 +21,30 @@ from email.utils import formatdate
 from importlib import resources
 from pathlib import Path
 
-from gpunode.lab.repo import catalog, conda, pypi
+from gpunode.lab.repo import catalog, conda, nvidia_repo, pypi
 from gpunode.lab.repo.deb import Package, control_text, deb_bytes
 from gpunode.lab.repo.signing import Signer
+from gpunode.lab.state import MIRRORS
 
 GENERATOR = "gpunode-lab-repo/1"
 
 
 def generator_version() -> str:
-    """Changes whenever the generator's code or gpunode's compatibility data change."""
+    """Changes whenever the generator's code or the lab's repository data change."""
     h = hashlib.sha256(GENERATOR.encode())
     here = resources.files("gpunode.lab.repo")
     for name in sorted(
         (
             "build.py",
             "catalog.py",
+            "catalog_driver.py",
+            "catalog_libs.py",
+            "catalog_toolkit.py",
             "conda.py",
             "conda_standin.py",
             "deb.py",
+            "nvidia_repo.py",
+            nvidia_repo.DATA_FILE,
             "pypi.py",
             "signing.py",
             "smi_sim.py",
@@ -47,7 +53,6 @@ def generator_version() -> str:
         h.update((here / name).read_bytes())
     for name in ("q.txt", "q.xml"):
         h.update((here / "smi_templates" / name).read_bytes())
-    h.update((resources.files("gpunode.compat") / "rules.yaml").read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -62,13 +67,18 @@ def _locked(dest: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def build_repository(dest: Path, base_url: str) -> Path:
-    """Build (or reuse) the repository in `dest`; return the folder to serve at base_url."""
+def build_repository(dest: Path, base_url: str, mirror: str = "full") -> Path:
+    """Build (or reuse) the repository in `dest`; return the folder to serve at base_url.
+
+    Each mirror kind (full, lagging) has its own cached tree; they share the signing key.
+    """
+    if mirror not in MIRRORS:
+        raise ValueError(f"unknown mirror {mirror!r}; one of {', '.join(MIRRORS)}")
     dest = Path(dest)
-    stamp = f"{generator_version()} {base_url.rstrip('/')}\n"
-    root = dest / "www"
+    stamp = f"{generator_version()} {base_url.rstrip('/')} {mirror}\n"
+    root = dest / ("www" if mirror == "full" else f"www-{mirror}")
     with _locked(dest):
-        stamp_file = dest / "stamp"
+        stamp_file = dest / ("stamp" if mirror == "full" else f"stamp-{mirror}")
         if root.is_dir() and stamp_file.exists() and stamp_file.read_text() == stamp:
             return root
         work = dest / f"www.tmp-{os.getpid()}"
@@ -76,7 +86,7 @@ def build_repository(dest: Path, base_url: str) -> Path:
         work.mkdir()
         with Signer(dest / "key") as signer:
             keyring = signer.public_keyring()
-            _build_apt(work, base_url.rstrip("/"), keyring, signer)
+            _build_apt(work, base_url.rstrip("/"), keyring, signer, mirror)
         pypi.build_index(work / "pip")
         conda.write_installer(work / "conda")
         (work / "README.txt").write_text(README)
@@ -99,8 +109,8 @@ with real names, versions and dependency shapes; none contains NVIDIA software.
 """
 
 
-def _build_apt(work: Path, base_url: str, keyring: bytes, signer: Signer) -> None:
-    per_distro = {d: catalog.packages_for(d) for d in catalog.DISTROS}
+def _build_apt(work: Path, base_url: str, keyring: bytes, signer: Signer, mirror: str) -> None:
+    per_distro = {d: catalog.packages_for(d, mirror) for d in catalog.DISTROS}
     unique: dict[str, Package] = {}
     for pkgs in per_distro.values():
         for p in pkgs:

@@ -16,8 +16,6 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpunode.compat import rules as compat
-
 # Every patch release of each minor PyTorch/TensorFlow release (pytorch.org, pypi.org), so
 # that an inventory pinning any of them finds it; the last is the newest.
 TORCH_RELEASES = {
@@ -45,6 +43,20 @@ TORCH_PYPI_VARIANT = {
     "2.10": "cu128",
     "2.11": "cu130",
 }
+# The CUDA variants (download.pytorch.org/whl/cuXYZ/) of each PyTorch release.
+# Source: https://pytorch.org/get-started/previous-versions/ and https://download.pytorch.org/whl/
+TORCH_VARIANTS = {
+    "2.2": ("cu118", "cu121"),
+    "2.3": ("cu118", "cu121"),
+    "2.4": ("cu118", "cu121", "cu124"),
+    "2.5": ("cu118", "cu121", "cu124"),
+    "2.6": ("cu118", "cu124", "cu126"),
+    "2.7": ("cu118", "cu126", "cu128"),
+    "2.8": ("cu126", "cu128", "cu129"),
+    "2.9": ("cu126", "cu128", "cu130"),
+    "2.10": ("cu126", "cu128", "cu130"),
+    "2.11": ("cu126", "cu128", "cu130"),
+}
 TORCH_CUDNN12 = {"2.2": 8902, "2.3": 8902, "2.4": 90100, "2.5": 90100, "2.6": 90501, "2.7": 90701}
 TF_RELEASES = {
     "2.14": ("2.14.0", "2.14.1"),
@@ -54,6 +66,17 @@ TF_RELEASES = {
     "2.18": ("2.18.0", "2.18.1"),
     "2.19": ("2.19.0", "2.19.1"),
     "2.20": ("2.20.0",),
+}
+# TensorFlow's tested CUDA and cuDNN per release: what tensorflow[and-cuda] pulls from PyPI.
+# Source: https://www.tensorflow.org/install/source#gpu
+TF_TESTED = {
+    "2.14": {"cuda": "11.8", "cudnn": "8.7"},
+    "2.15": {"cuda": "12.2", "cudnn": "8.9"},
+    "2.16": {"cuda": "12.3", "cudnn": "8.9"},
+    "2.17": {"cuda": "12.3", "cudnn": "8.9"},
+    "2.18": {"cuda": "12.5", "cudnn": "9.3"},
+    "2.19": {"cuda": "12.5", "cudnn": "9.3"},
+    "2.20": {"cuda": "12.5", "cudnn": "9.3"},
 }
 CUDA_RUNTIME_WHEEL = {"11.8": "11.8.89", "12.2": "12.2.140", "12.3": "12.3.101", "12.5": "12.5.82"}
 CUDNN_WHEEL = {"8.7": "8.7.0.84", "8.9": "8.9.7.29", "9.3": "9.3.0.75"}
@@ -120,7 +143,8 @@ def _cudnn_for(minor: str, variant: str) -> int:
 def torch_wheel(minor: str, variant: str, local: bool = True, release: str | None = None) -> Wheel:
     release = release or TORCH_RELEASES.get(minor, (f"{minor}.0",))[-1]
     version = f"{release}+{variant}" if local else release
-    cuda = compat.variant_cuda(variant)
+    digits = variant.removeprefix("cu")  # cu124 -> 12.4
+    cuda = f"{digits[:-1]}.{digits[-1]}"
     init = f'''"""torch ({NOTE})"""
 
 __version__ = "{version}"
@@ -239,15 +263,13 @@ def build_index(root: Path) -> list[str]:
     """Write pip/simple/ and pip/<variant>/ under `root`; return the folder names."""
     simple: list[Wheel] = []
     variants: dict[str, list[Wheel]] = {}
-    table: dict[str, list[str]] = compat.rules()["torch_variants"]
-    for minor, names in table.items():
+    for minor, names in TORCH_VARIANTS.items():
         for release in TORCH_RELEASES.get(minor, (f"{minor}.0",)):
             for variant in names:
                 variants.setdefault(variant, []).append(torch_wheel(minor, variant, True, release))
             pypi_variant = TORCH_PYPI_VARIANT.get(minor, names[-1])
             simple.append(torch_wheel(minor, pypi_variant, local=False, release=release))
-    tf_table: dict[str, dict[str, str]] = compat.rules()["tensorflow_tested"]
-    for minor, tested in tf_table.items():
+    for minor, tested in TF_TESTED.items():
         for version in TF_RELEASES.get(minor, (f"{minor}.0",)):
             simple += tensorflow_wheel(minor, tested, version)
     _write_index(root / "simple", simple)
