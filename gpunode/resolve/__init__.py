@@ -1,0 +1,31 @@
+"""Version specs made exact for each host, between its facts and its plan.
+
+`specs` says what "550", "9.10" or "2.26.2-1+cuda12.8" admit; `resolver` picks, per host,
+the installed version that satisfies a spec or else the newest the repository offers.
+"""
+
+from gpunode.resolve.resolver import (
+    Catalog,
+    CatalogFor,
+    IndexNeeded,
+    IndexUnavailable,
+    Pin,
+    Resolved,
+    Unresolvable,
+    installed_driver,
+    resolve,
+    wanted_names,
+)
+
+__all__ = [
+    "Catalog",
+    "CatalogFor",
+    "IndexNeeded",
+    "IndexUnavailable",
+    "Pin",
+    "Resolved",
+    "Unresolvable",
+    "installed_driver",
+    "resolve",
+    "wanted_names",
+]

@@ -1,0 +1,58 @@
+"""The controller's view of the repositories a run uses: each index read once per run."""
+
+from __future__ import annotations
+
+from gpunode.facts.model import HostFacts
+from gpunode.repoindex import FetchedIndex, IndexCache
+from gpunode.repoindex import IndexUnavailable as FetchFailed
+from gpunode.resolve.resolver import Catalog, CatalogFor, IndexUnavailable
+
+ARCH = "amd64"  # NVIDIA's x86_64 folders; arch "all" packages count too
+
+
+class IndexCatalog:
+    """A Catalog over one fetched Packages index."""
+
+    def __init__(self, fetched: FetchedIndex) -> None:
+        self.fetched = fetched
+
+    @property
+    def where(self) -> str:
+        return self.fetched.repo_url
+
+    @property
+    def how(self) -> str:
+        f = self.fetched
+        return f"{f.index_url.rsplit('/', 1)[-1]}, {f.source}"
+
+    def versions(self, name: str) -> list[str]:
+        return list(self.fetched.index.version_strings(name, ARCH))
+
+    def names(self) -> list[str]:
+        return list(self.fetched.index.names())
+
+
+class RepoVersions:
+    """Hands each host the index of the repository folder it uses; hosts that share a
+    folder share one download (IndexCache fetches each URL once, for every thread)."""
+
+    def __init__(self, cache: IndexCache | None = None, *, allow_stale: bool = False) -> None:
+        self.cache = cache or IndexCache()
+        self.allow_stale = allow_stale
+
+    def catalog(self, url: str) -> Catalog:
+        try:
+            return IndexCatalog(self.cache.get(url, allow_stale=self.allow_stale))
+        except FetchFailed as exc:
+            raise IndexUnavailable(f"its index cannot be read from here: {exc}") from None
+
+    def catalog_for(self, nvidia: str | None, facts: HostFacts) -> CatalogFor | None:
+        if not nvidia:
+            return None
+        url = repo_folder(nvidia, facts)
+        return lambda: self.catalog(url)
+
+
+def repo_folder(nvidia: str, facts: HostFacts) -> str:
+    """NVIDIA's folder for the host's release, as the nvidia_repo role configures it."""
+    return f"{nvidia.rstrip('/')}/{facts.os.repo_slug}/x86_64/"

@@ -1,0 +1,272 @@
+"""Each host's version specs made exact: from what it has installed, else from the index
+of the repository it uses. Installed versions that satisfy their spec are never touched,
+so a converged host needs no index at all."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from gpunode.compat import cudnn_names, driver_packages, driver_userspace_package
+from gpunode.facts.model import HostFacts
+from gpunode.inventory.model import Host
+from gpunode.resolve.specs import (
+    build_cuda,
+    fits_toolkit,
+    pick,
+    satisfies,
+    series,
+    upstream,
+)
+from gpunode.versions import compare_debian, debian_key, matches_prefix
+
+
+class Catalog(Protocol):
+    """The versions one repository publishes, and a name for it in messages."""
+
+    @property
+    def where(self) -> str: ...
+
+    def versions(self, name: str) -> list[str]: ...
+
+    def names(self) -> list[str]: ...
+
+    @property
+    def how(self) -> str: ...
+
+
+class Unresolvable(Exception):
+    """A spec no version can satisfy; the message names the repository and what it has."""
+
+
+class IndexUnavailable(Exception):
+    """The repository's index cannot be read from here (the message says why)."""
+
+
+class IndexNeeded(Unresolvable):
+    """A spec needs the index and the controller cannot read it: the host's own apt can
+    say which versions it offers (`names` are the packages to ask about)."""
+
+    def __init__(self, message: str, names: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.names = names
+
+
+@dataclass(frozen=True)
+class Pin:
+    """One exact version for a spec, and why it is that one."""
+
+    name: str
+    dev: str | None
+    version: str
+    why: str
+
+
+@dataclass
+class Resolved:
+    driver: str | None = None  # the release, "550.163.01"
+    cudnn: Pin | None = None
+    nccl: Pin | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+CatalogFor = Callable[[], Catalog]
+"""Reads the host's repository index on first call (raises IndexUnavailable)."""
+
+
+def resolve(host: Host, facts: HostFacts, catalog: CatalogFor | None) -> Resolved:
+    """Exact versions for the host's driver, cuDNN and NCCL specs, and that its toolkits
+    exist; raises Unresolvable with what the repository offers instead."""
+    stack = host.stack
+    out = Resolved()
+    source = _Source(host, catalog, out.notes)
+    if stack.driver:
+        out.driver = _driver(host, facts, source, out.notes)
+    toolkit = stack.cuda.default_toolkit if stack.cuda else None
+    if stack.cuda:
+        for cuda in stack.cuda.toolkits:
+            _toolkit(cuda, facts, source)
+    if stack.cudnn and toolkit:
+        out.cudnn = _cudnn(stack.cudnn, toolkit, facts, source)
+        out.notes.append(f"cudnn: {out.cudnn.version}, {out.cudnn.why}")
+    if stack.nccl and toolkit:
+        out.nccl = _nccl(stack.nccl, toolkit, facts, source)
+        out.notes.append(f"nccl: {out.nccl.version}, {out.nccl.why}")
+    return out
+
+
+class _Source:
+    """The repository's index, read once and only when some spec needs it."""
+
+    def __init__(self, host: Host, catalog: CatalogFor | None, notes: list[str]) -> None:
+        self.host = host
+        self.get = catalog
+        self.notes = notes
+        self.loaded: Catalog | None = None
+
+    def __call__(self, field: str, need: str) -> Catalog:
+        if self.loaded is not None:
+            return self.loaded
+        if not self.host.repos.nvidia:
+            raise Unresolvable(
+                f"{field}: {need}, and the NVIDIA repository is not managed here "
+                "(repos.nvidia: null): install it from your own source, or set repos.nvidia"
+            )
+        if self.get is None:
+            raise Unresolvable(f"{field}: {need}, and no repository index was given to read")
+        try:
+            self.loaded = self.get()
+        except IndexUnavailable as exc:
+            url = self.host.repos.nvidia
+            raise IndexNeeded(
+                f"{field}: {need}, and {url}: {exc}", wanted_names(self.host)
+            ) from None
+        self.notes.append(f"versions from {self.loaded.where} ({self.loaded.how})")
+        return self.loaded
+
+
+def wanted_names(host: Host) -> tuple[str, ...]:
+    """The packages whose versions the host's specs are resolved from."""
+    from gpunode.compat import toolkit_package
+
+    stack = host.stack
+    names: list[str] = []
+    if stack.driver:
+        d = stack.driver
+        names += [driver_packages(d.branch, d.flavor)[-1], driver_userspace_package(d.branch)]
+    toolkit = stack.cuda.default_toolkit if stack.cuda else None
+    if stack.cuda:
+        names += [toolkit_package(c) for c in stack.cuda.toolkits]
+    if stack.cudnn and toolkit and (pair := cudnn_names(stack.cudnn, toolkit)):
+        names.append(pair[0])
+    if stack.nccl:
+        names.append("libnccl2")
+    return tuple(dict.fromkeys(names))
+
+
+def _driver(host: Host, facts: HostFacts, source: _Source, notes: list[str]) -> str:
+    d = host.stack.driver
+    assert d is not None
+    meta = driver_packages(d.branch, d.flavor)[-1]
+    installed = installed_driver(host, facts)
+    if d.version is not None:
+        if installed == d.version:
+            notes.append(f"driver: {d.version}, pinned, installed")
+            return d.version
+        cat = source("stack.driver.version", f"driver {d.version} is not installed")
+        have = [v for v in cat.versions(meta) if upstream(v) == d.version]
+        if not have:
+            raise Unresolvable(
+                f"stack.driver.version: {meta} {d.version} is not in {cat.where}: "
+                f"{_has(cat.versions(meta), d.branch, 99)}"
+            )
+        notes.append(f"driver: {d.version}, pinned, in {cat.where}")
+        return d.version
+    if installed is not None and d.update == "keep":
+        notes.append(f"driver: {installed}, installed, a release of branch {d.branch}")
+        return installed
+    need = f"no {d.branch} driver is installed" if installed is None else "update: latest"
+    cat = source("stack.driver.branch", need)
+    best = pick(cat.versions(meta), d.branch)
+    if best is None:
+        others = series(cat.versions(meta), 1)
+        raise Unresolvable(
+            f"stack.driver.branch: no {meta} of branch {d.branch} in {cat.where}: "
+            + (f"it has branches {', '.join(others)}" if others else f"it has no {meta}")
+        )
+    release = upstream(best)
+    notes.append(f"driver: {release}, the newest {d.branch} in {cat.where}")
+    return release
+
+
+def installed_driver(host: Host, facts: HostFacts) -> str | None:
+    """The release of the wanted branch this host has: its packaged user space, else a
+    loaded module nvidia-smi agrees with (an image's or the .run installer's driver)."""
+    d = host.stack.driver
+    assert d is not None
+    pkg = facts.package(driver_userspace_package(d.branch))
+    if pkg is not None and matches_prefix(upstream(pkg.version), d.branch):
+        return upstream(pkg.version)
+    loaded = facts.module.version
+    if loaded and matches_prefix(loaded, d.branch) and facts.smi.driver_version == loaded:
+        return loaded
+    return None
+
+
+def _toolkit(cuda: str, facts: HostFacts, source: _Source) -> None:
+    from gpunode.compat import toolkit_package
+
+    name = toolkit_package(cuda)
+    if facts.package(name) or any(t.version == cuda and t.nvcc for t in facts.toolkits):
+        return
+    cat = source("stack.cuda.toolkits", f"CUDA {cuda} is not installed")
+    if not cat.versions(name):
+        prefix = "cuda-toolkit-"
+        known = sorted(
+            (
+                n.removeprefix(prefix).replace("-", ".")
+                for n in cat.names()
+                if n.startswith(prefix) and n.removeprefix(prefix).replace("-", "").isdigit()
+            ),
+            key=debian_key,
+        )
+        raise Unresolvable(
+            f"stack.cuda.toolkits: CUDA {cuda} ({name}) is not in {cat.where}"
+            + (f": it has {', '.join(known)}" if known else "")
+        )
+
+
+def _cudnn(spec: str, toolkit: str, facts: HostFacts, source: _Source) -> Pin:
+    names = cudnn_names(spec, toolkit)
+    if names is None:  # the compatibility check reports it first
+        raise Unresolvable(f"stack.cudnn: cuDNN {spec} has no packages for CUDA {toolkit}")
+    name, dev = names
+    return _pin("stack.cudnn", "cuDNN", spec, name, dev, toolkit, facts, source, majors=True)
+
+
+def _nccl(spec: str, toolkit: str, facts: HostFacts, source: _Source) -> Pin:
+    return _pin("stack.nccl", "NCCL", spec, "libnccl2", "libnccl-dev", toolkit, facts, source)
+
+
+def _pin(
+    field: str,
+    what: str,
+    spec: str,
+    name: str,
+    dev: str,
+    toolkit: str,
+    facts: HostFacts,
+    source: _Source,
+    majors: bool = False,
+) -> Pin:
+    have = facts.package(name)
+    if have is not None and satisfies(have.version, spec) and fits_toolkit(have.version, toolkit):
+        return Pin(name, dev, have.version, "installed")
+    cuda = f"CUDA {toolkit}"
+    cat = source(field, f"{what} {spec} for {cuda} is not installed")
+    offered = cat.versions(name)
+    best = pick(offered, spec, toolkit)
+    if best is None:
+        fitting = [v for v in offered if fits_toolkit(v, toolkit)]
+        advice = [*series(fitting, 1)[-1:]] if majors else []
+        advice += series(fitting, 2)[-1:]
+        use = " or ".join(f'"{s}"' for s in advice)
+        raise Unresolvable(
+            f"{field}: {what} {spec} for {cuda} is not in {cat.where}: "
+            + (f"it has {', '.join(sorted(fitting, key=debian_key))}" if fitting else "none fits")
+            + (f". Use {field.split('.')[-1]}: {use}" if use else "")
+        )
+    why = f"the newest {spec} in {cat.where}" if spec != best else f"pinned, in {cat.where}"
+    if build_cuda(best):
+        why += f" (built for CUDA {build_cuda(best)})"
+    if have is not None:
+        move = "downgrade" if compare_debian(best, have.version) < 0 else "upgrade"
+        why += f"; {move} from {have.version}"
+    return Pin(name, dev, best, why)
+
+
+def _has(versions: list[str], branch: str, limit: int) -> str:
+    mine = sorted({upstream(v) for v in versions if matches_prefix(upstream(v), branch)},
+                  key=debian_key)  # fmt: skip
+    return f"it has {', '.join(mine[-limit:])}" if mine else f"it has no release of {branch}"

@@ -1,0 +1,68 @@
+"""What a version written in the inventory means, as pure functions of version strings.
+
+A spec is a dotted prefix ("550", "9.10", "2.26": any release under it) or a full Debian
+version ("9.14.0.64-1", "2.26.2-1+cuda12.8": that one build). Picking is always the newest
+match in Debian order; an installed version that satisfies the spec is kept as it is.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from gpunode.versions import compare_dotted, debian_key, matches_prefix, split_debian
+
+_BUILD = re.compile(r"\+cuda(\d+\.\d+)")
+
+
+def is_exact(spec: str) -> bool:
+    """A full Debian version pins one build; a dotted prefix admits a series."""
+    return "-" in spec
+
+
+def upstream(version: str) -> str:
+    """ "2.26.2-1+cuda12.8" -> "2.26.2"; "1:550.163.01-0ubuntu1" -> "550.163.01"."""
+    return split_debian(version)[1]
+
+
+def satisfies(version: str, spec: str) -> bool:
+    """Whether a Debian version is what `spec` asks for ("9.10" admits 9.10.2.21-1 and not
+    9.14.0.64-1; "2.26.2-1+cuda12.8" admits only itself)."""
+    if is_exact(spec):
+        return _same_debian(version, spec)
+    return matches_prefix(upstream(version), spec)
+
+
+def _same_debian(a: str, b: str) -> bool:
+    return debian_key(a) == debian_key(b)
+
+
+def build_cuda(version: str) -> str | None:
+    """The CUDA a build is made for: "2.26.2-1+cuda12.8" -> "12.8"; None when unmarked."""
+    m = _BUILD.search(split_debian(version)[2])
+    return m.group(1) if m else None
+
+
+def fits_toolkit(version: str, toolkit: str) -> bool:
+    """A `+cudaX.Y` build runs with a toolkit of the same major that is not older than X.Y."""
+    cuda = build_cuda(version)
+    if cuda is None:
+        return True
+    return cuda.split(".")[0] == toolkit.split(".")[0] and compare_dotted(cuda, toolkit) <= 0
+
+
+def newest(versions: Iterable[str]) -> str | None:
+    return max(versions, key=debian_key, default=None)
+
+
+def pick(available: Iterable[str], spec: str, toolkit: str | None = None) -> str | None:
+    """The newest available version that satisfies `spec` (and fits `toolkit`, if given)."""
+    return newest(
+        v for v in available if satisfies(v, spec) and (toolkit is None or fits_toolkit(v, toolkit))
+    )
+
+
+def series(versions: Iterable[str], depth: int) -> list[str]:
+    """The distinct upstream series, newest last: depth 2 gives "9.8", "9.10", "9.14"."""
+    seen = {".".join(upstream(v).split(".")[:depth]) for v in versions}
+    return sorted(seen, key=debian_key)
