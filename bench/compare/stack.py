@@ -1,7 +1,7 @@
 """The lab's declared stack, spelled out for the Ansible playbook and the pyinfra deploy.
 
-Everything is derived from the inventory `gpunode lab inventory` prints and from the same
-compatibility data gpunode's roles use, so all three tools aim at one end state: the
+Everything is derived from the inventory `gpunode lab inventory` prints, with the versions
+gpunode resolves from the lab repository's index, so all three tools aim at one end state: the
 same packages at the same versions, the same holds, the same files byte for byte.
 Versions that gpunode pins by glob (the driver's "580.159.04-*") are resolved to the
 exact version the lab repository holds, because pyinfra compares versions literally.
@@ -17,7 +17,13 @@ from typing import Any
 import jinja2
 
 from gpunode import compat
+from gpunode.facts.model import HostFacts, OsRelease
 from gpunode.inventory.loader import load
+from gpunode.inventory.model import Host
+from gpunode.repoindex import FETCHED, FetchedIndex, parse_packages
+from gpunode.resolve import Resolved
+from gpunode.resolve import resolve as resolve_specs
+from gpunode.resolve.index import IndexCatalog
 from gpunode.versions import dotted_key
 
 HERE = Path(__file__).resolve().parent
@@ -50,6 +56,14 @@ def resolve(name: str, pattern: str, versions: dict[str, list[str]]) -> str:
     return max(found, key=dotted_key)
 
 
+def _resolve(host: Host, packages: Path, ubuntu: str) -> Resolved:
+    index = parse_packages(packages.read_text())
+    url = f"file://{packages.parent}/"
+    cat = IndexCatalog(FetchedIndex(url, url + "Packages", index, FETCHED, 0.0))
+    facts = HostFacts(os=OsRelease(id="ubuntu", version_id=ubuntu))
+    return resolve_specs(host, facts, lambda: cat)
+
+
 def render(name: str, **values: str) -> str:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
@@ -70,21 +84,19 @@ def declared(inventory: Path, repo_dir: Path, ubuntu: str) -> dict[str, Any]:
     cuda = stack.cuda.default_toolkit or stack.cuda.toolkits[-1]
     versions = repo_versions(repo_dir / slug / "x86_64" / "Packages")
 
-    driver_version = compat.driver_version(stack.driver.branch)
+    # The versions gpunode resolves for a fresh host from this repository's own index.
+    resolved = _resolve(host, repo_dir / slug / "x86_64" / "Packages", ubuntu)
+    driver_version = resolved.driver
     driver_names = [
         *compat.driver_packages(stack.driver.branch, stack.driver.flavor),
         compat.driver_userspace_package(stack.driver.branch),
     ]
     driver = {n: resolve(n, f"{driver_version}-*", versions) for n in driver_names}
-    cudnn = compat.cudnn_package(stack.cudnn, cuda)
-    nccl_build = compat.nccl_build(stack.nccl, cuda)
-    if cudnn is None or nccl_build is None:
+    cudnn, nccl = resolved.cudnn, resolved.nccl
+    if cudnn is None or nccl is None or cudnn.dev is None:
         raise ValueError(f"no cuDNN {stack.cudnn} / NCCL {stack.nccl} build for CUDA {cuda}")
-    cudnn_dev = (
-        cudnn.name.replace("-cuda-", "-dev-cuda-")
-        if "-cuda-" in cudnn.name
-        else cudnn.name + "-dev"
-    )
+    nccl_build = nccl.version
+    cudnn_dev = cudnn.dev
     if not host.repos.nvidia:
         raise ValueError(f"{inventory}: repos.nvidia is not set")
     repo_url = f"{host.repos.nvidia.rstrip('/')}/{slug}/x86_64"

@@ -87,6 +87,7 @@ def apply(
     """
     from gpunode.events import Bus
     from gpunode.execute import Options
+    from gpunode.resolve.index import RepoVersions
     from gpunode.roles import search_path
     from gpunode.transport.secret import Secret
 
@@ -106,7 +107,12 @@ def apply(
     if ask_become_pass:
         password = Secret(click.prompt("sudo password", hide_input=True, err=True))
     opts = Options(
-        check=check, diff=diff, tags=_tags(tags), search=search_path(inventory), smoke=not no_smoke
+        check=check,
+        diff=diff,
+        tags=_tags(tags),
+        search=search_path(inventory),
+        smoke=not no_smoke,
+        versions=RepoVersions(),
     )
     if not (yes or check) and not _confirm(hosts, opts, password, forks):
         click.echo("nothing was changed", err=True)

@@ -15,9 +15,6 @@ if TYPE_CHECKING:
     from gpunode.plan.change import HostPlan
     from gpunode.transport.base import Transport
 
-EXIT_ERROR = 1
-EXIT_PENDING = 2
-
 
 @click.command("plan")
 @inventory_argument
@@ -27,7 +24,7 @@ EXIT_PENDING = 2
 @click.option(
     "--detailed-exitcode",
     is_flag=True,
-    help="Exit 2 when changes are pending (0: nothing to do, 1: error).",
+    help="Exit 3 when changes are pending and no host failed (0: nothing to do).",
 )
 @click.option(
     "-f",
@@ -54,11 +51,14 @@ def plan(
     """Read every host (one round trip each) and show what `apply` would change.
 
     Exit status: 0 nothing to do (or changes pending without --detailed-exitcode),
-    2 changes pending with --detailed-exitcode, 1 a host unreachable, refused or failed.
+    2 a host refused or failed, 4 a host unreachable, 3 changes pending with
+    --detailed-exitcode.
     """
     from gpunode.events import Bus
     from gpunode.execute.host import HostRun, Options
+    from gpunode.execute.result import EXIT_FAILED, EXIT_PENDING, EXIT_UNREACHABLE
     from gpunode.hostpool import run_hosts
+    from gpunode.resolve.index import RepoVersions
     from gpunode.roles import search_path
     from gpunode.transport.secret import Secret
     from gpunode.views.planview import plan_text
@@ -67,7 +67,7 @@ def plan(
     password = None
     if ask_become_pass:
         password = Secret(click.prompt("sudo password", hide_input=True, err=True))
-    opts = Options(tags=_tags(tags), search=search_path(inventory))
+    opts = Options(tags=_tags(tags), search=search_path(inventory), versions=RepoVersions())
     bus = Bus()
 
     def work(transport: Transport, host: Host) -> HostPlan:
@@ -76,17 +76,20 @@ def plan(
     outcomes = run_hosts(
         hosts, work, bus=bus, forks=forks or min(max(len(hosts), 1), 50), become_password=password
     )
-    error = pending = False
+    refused: list[str] = []
+    unreachable: list[str] = []
+    pending = False
     doc: dict[str, Any] = {}
     for name, o in outcomes.items():
         p = o.value
         if p is None:
-            error = True
+            (unreachable if o.status == "unreachable" else refused).append(name)
             doc[name] = {"status": o.status, "error": o.error}
             if not as_json:
                 click.echo(f"{name}: {o.status}: {o.error}")
             continue
-        error = error or p.refused is not None
+        if p.refused is not None:
+            refused.append(name)
         pending = pending or bool(p.changes)
         doc[name] = {"status": "refused" if p.refused else "ok", **p.to_json()}
         if not as_json:
@@ -94,11 +97,23 @@ def plan(
     if as_json:
         click.echo(json.dumps({"hosts": doc}, indent=2))
     else:
-        n = sum(len(v.get("changes", [])) for v in doc.values())
-        click.echo(f"{n} change{'s' * (n != 1)} pending on {len(doc)} host(s)", err=True)
-    if error:
-        sys.exit(EXIT_ERROR)
+        click.echo(_summary(doc, refused, unreachable), err=True)
+    if refused:
+        sys.exit(EXIT_FAILED)
+    if unreachable:
+        sys.exit(EXIT_UNREACHABLE)
     sys.exit(EXIT_PENDING if pending and detailed_exitcode else 0)
+
+
+def _summary(doc: dict[str, Any], refused: list[str], unreachable: list[str]) -> str:
+    n = sum(len(v.get("changes", [])) for v in doc.values())
+    planned = len(doc) - len(refused) - len(unreachable)
+    parts = [f"{n} change{'s' * (n != 1)} pending on {planned} host{'s' * (planned != 1)}"]
+    if refused:
+        parts.append(f"{len(refused)} refused or failed ({', '.join(refused)})")
+    if unreachable:
+        parts.append(f"{len(unreachable)} unreachable ({', '.join(unreachable)})")
+    return "; ".join(parts)
 
 
 def _tags(text: str | None) -> tuple[str, ...]:

@@ -1,13 +1,15 @@
-"""Compatibility rules (data in rules.yaml) and the checks built on them."""
+"""Compatibility rules (data in rules.yaml) and the checks built on them.
+
+The rules hold compatibility facts and package naming only; which releases exist is for
+the repository's own index to say (gpunode.resolve).
+"""
 
 from gpunode.compat.check import Finding, check_host
 from gpunode.compat.rules import (
-    cudnn_package,
+    cudnn_names,
     driver_packages,
     driver_userspace_package,
-    driver_version,
     min_driver,
-    nccl_build,
     toolkit_package,
     toolkit_ubuntu,
     torch_variant,
@@ -16,12 +18,10 @@ from gpunode.compat.rules import (
 __all__ = [
     "Finding",
     "check_host",
-    "cudnn_package",
+    "cudnn_names",
     "driver_packages",
     "driver_userspace_package",
-    "driver_version",
     "min_driver",
-    "nccl_build",
     "toolkit_package",
     "toolkit_ubuntu",
     "torch_variant",

@@ -20,17 +20,10 @@ def check_host(host: Host) -> list[Finding]:
     stack = host.stack
     driver = stack.driver
     branch = driver.branch if driver else None
+    release = driver.version if driver else None
     toolkits = stack.cuda.toolkits if stack.cuda else []
     default = stack.cuda.default_toolkit if stack.cuda else None
 
-    if driver and r.driver_version(driver.branch) is None:
-        known = ", ".join(sorted(r.rules()["driver_releases"], key=dotted_key))
-        out.append(
-            Finding(
-                ("stack", "driver", "branch"),
-                f"unknown driver branch {driver.branch!r}: known branches are {known}",
-            )
-        )
     model = host.gpus.model
     if driver and driver.flavor == "open" and model and r.open_modules_supported(model) is False:
         out.append(
@@ -52,7 +45,7 @@ def check_host(host: Host) -> list[Finding]:
                 )
             )
             continue
-        if branch and r.driver_version(branch) and not r.driver_satisfies(branch, needed):
+        if branch and not r.driver_satisfies(branch, needed, release):
             fix = [f"use branch >= {r.oldest_branch_for(cuda)}"]
             newest = r.newest_toolkit_for(branch)
             if newest:
@@ -60,29 +53,20 @@ def check_host(host: Host) -> list[Finding]:
             out.append(
                 Finding(
                     ("stack", "cuda", "toolkits", i),
-                    f"CUDA {cuda} needs driver >= {needed} but branch {branch} is "
-                    f"requested: {', or '.join(fix)}",
+                    f"CUDA {cuda} needs driver >= {needed} but {release or 'branch ' + branch}"
+                    f" is requested: {', or '.join(fix)}",
                 )
             )
 
-    if default and stack.cudnn and r.cudnn_package(stack.cudnn, default) is None:
-        majors = [m for m in r.rules()["cudnn"] if r.cudnn_package(m, default)]
+    if default and stack.cudnn and r.cudnn_names(stack.cudnn, default) is None:
+        majors = r.cudnn_majors(default)
         hint = f'use cudnn: "{majors[-1]}"' if majors else "no cuDNN is known for it"
         out.append(
             Finding(
-                ("stack", "cudnn"), f"cuDNN {stack.cudnn} has no build for CUDA {default}: {hint}"
+                ("stack", "cudnn"),
+                f"cuDNN {stack.cudnn.split('.')[0]} has no packages for CUDA {default}: {hint}",
             )
         )
-    if stack.nccl and default and r.nccl_build(stack.nccl, default) is None:
-        fits = [
-            v for v in sorted(r.rules()["nccl_builds"], key=dotted_key) if r.nccl_build(v, default)
-        ]
-        if stack.nccl not in r.rules()["nccl_builds"]:
-            msg = f"unknown NCCL release {stack.nccl!r}"
-        else:
-            msg = f"NCCL {stack.nccl} has no build for CUDA {default}"
-        hint = f'use nccl: "{fits[-1]}"' if fits else "no NCCL build is known for it"
-        out.append(Finding(("stack", "nccl"), f"{msg}: {hint}"))
     if (stack.cudnn or stack.nccl) and not default:
         out.append(
             Finding(
@@ -94,19 +78,21 @@ def check_host(host: Host) -> list[Finding]:
     if stack.conda:
         for name, env in stack.conda.envs.items():
             if env.pytorch:
-                out.extend(_torch(name, env.pytorch, default, branch))
+                out.extend(_torch(name, env.pytorch, default, branch, release))
             if env.tensorflow:
-                out.extend(_tensorflow(name, env.tensorflow, branch))
+                out.extend(_tensorflow(name, env.tensorflow, branch, release))
     return out
 
 
-def _torch(env: str, torch: str, cuda: str | None, branch: str | None) -> list[Finding]:
+def _torch(
+    env: str, torch: str, cuda: str | None, branch: str | None, release: str | None
+) -> list[Finding]:
     loc = ("stack", "conda", "envs", env, "pytorch")
     variants = r.torch_variants(torch)
     if not variants:
         known = ", ".join(sorted(r.rules()["torch_variants"], key=dotted_key))
         return [Finding(loc, f"unknown PyTorch release {torch!r}: known releases are {known}")]
-    if r.torch_variant(torch, cuda, branch) is None:
+    if r.torch_variant(torch, cuda, branch, release) is None:
         need = min((r.min_driver(r.variant_cuda(v)) or "0" for v in variants), key=dotted_key)
         return [
             Finding(
@@ -118,14 +104,14 @@ def _torch(env: str, torch: str, cuda: str | None, branch: str | None) -> list[F
     return []
 
 
-def _tensorflow(env: str, tf: str, branch: str | None) -> list[Finding]:
+def _tensorflow(env: str, tf: str, branch: str | None, release: str | None) -> list[Finding]:
     loc = ("stack", "conda", "envs", env, "tensorflow")
     tested = r.tensorflow_tested(tf)
     if tested is None:
         known = ", ".join(sorted(r.rules()["tensorflow_tested"], key=dotted_key))
         return [Finding(loc, f"unknown TensorFlow release {tf!r}: known releases are {known}")]
     needed = r.min_driver(tested["cuda"])
-    if branch and needed and r.driver_version(branch) and not r.driver_satisfies(branch, needed):
+    if branch and needed and not r.driver_satisfies(branch, needed, release):
         return [
             Finding(
                 loc,

@@ -1,4 +1,4 @@
-"""Compatibility rules: which stacks can work, and the exact packages they mean.
+"""Compatibility rules: which stacks can work, and the packages they are named by.
 
 The data lives in rules.yaml beside this file, each table citing its source.
 Everything here is a pure function of that data and the declared stack, so it
@@ -7,7 +7,6 @@ runs before any host is touched (`gpunode check`) and again in the planner.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -38,16 +37,17 @@ def known_toolkits() -> list[str]:
     return sorted(rules()["cuda_min_driver"], key=dotted_key)
 
 
-def driver_version(branch: str) -> str | None:
-    """The exact driver release the repository serves for a branch."""
-    table: dict[str, str] = rules()["driver_releases"]
-    return table.get(branch)
+def branches() -> list[str]:
+    """Driver branches whose CUDA support is known, oldest first."""
+    return sorted(rules()["driver_cuda"], key=dotted_key)
 
 
-def driver_satisfies(branch: str, needed: str) -> bool:
-    """Whether a driver branch (its served release, or the branch number) is >= `needed`."""
-    have = driver_version(branch) or f"{branch}.999"
-    return compare_dotted(have, needed) >= 0
+def driver_satisfies(branch: str, needed: str, release: str | None = None) -> bool:
+    """Whether a driver is >= `needed`: the exact `release` when one is pinned or installed,
+    else the branch (its newest release is; which releases exist, the repository says)."""
+    if release is not None:
+        return compare_dotted(release, needed) >= 0
+    return compare_dotted(branch, needed.split(".")[0]) >= 0
 
 
 def driver_cuda(driver: str | None) -> str | None:
@@ -84,31 +84,19 @@ def toolkit_ubuntu(cuda: str) -> list[str]:
     return table.get(_minor(cuda), [])
 
 
-@dataclass(frozen=True)
-class PinnedPackage:
-    name: str
-    version: str
+def cudnn_names(cudnn: str, cuda: str) -> tuple[str, str] | None:
+    """cuDNN's runtime and development packages for a cuDNN major and a CUDA toolkit."""
+    entry = rules()["cudnn_packages"].get(cudnn.split(".")[0])
+    major = cuda.split(".")[0]
+    if entry is None or major not in entry["cuda_majors"]:
+        return None
+    return entry["runtime"].format(cuda_major=major), entry["dev"].format(cuda_major=major)
 
 
-def cudnn_package(cudnn: str, cuda: str) -> PinnedPackage | None:
-    major = cudnn.split(".")[0]
-    entry = rules()["cudnn"].get(major, {}).get(cuda.split(".")[0])
-    return PinnedPackage(entry["package"], entry["version"]) if entry else None
-
-
-def nccl_build(nccl: str, cuda: str) -> str | None:
-    """Full NCCL build for a toolkit: the newest `+cudaX.Y` of the same major not newer than it."""
-    builds: list[str] = rules()["nccl_builds"].get(_minor(nccl), [])
-    best: tuple[str, str] | None = None
-    for build in builds:
-        build_cuda = build.rsplit("+cuda", 1)[1]
-        if build_cuda.split(".")[0] != cuda.split(".")[0]:
-            continue
-        if compare_dotted(build_cuda, _minor(cuda)) > 0:
-            continue
-        if best is None or compare_dotted(build_cuda, best[1]) > 0:
-            best = (build, build_cuda)
-    return best[0] if best else None
+def cudnn_majors(cuda: str) -> list[str]:
+    """The cuDNN majors that have packages for a CUDA toolkit's major."""
+    table: dict[str, dict[str, Any]] = rules()["cudnn_packages"]
+    return [m for m, e in table.items() if cuda.split(".")[0] in e["cuda_majors"]]
 
 
 def gpu_arch(model: str) -> str | None:
@@ -138,13 +126,15 @@ def variant_cuda(variant: str) -> str:
     return f"{digits[:-1]}.{digits[-1]}"
 
 
-def torch_variant(torch: str, cuda: str | None, branch: str | None) -> str | None:
+def torch_variant(
+    torch: str, cuda: str | None, branch: str | None, release: str | None = None
+) -> str | None:
     """The wheel variant for a host: the newest the driver can run, preferring the
     declared toolkit's CUDA and never newer than it when one is declared."""
     usable = [
         v
         for v in torch_variants(torch)
-        if branch is None or driver_satisfies(branch, min_driver(variant_cuda(v)) or "0")
+        if branch is None or driver_satisfies(branch, min_driver(variant_cuda(v)) or "0", release)
     ]
     if cuda is not None:
         same_major = [
@@ -171,8 +161,7 @@ def oldest_branch_for(cuda: str) -> str | None:
     needed = min_driver(cuda)
     if needed is None:
         return None
-    branches: list[str] = sorted(rules()["driver_releases"], key=dotted_key)
-    return next((b for b in branches if driver_satisfies(b, needed)), None)
+    return next((b for b in branches() if driver_satisfies(b, needed)), None)
 
 
 __all__ = ["matches_prefix"]

@@ -29,6 +29,10 @@ from gpunode.execute.result import ChangeResult, HostResult
 from gpunode.facts.model import HostFacts
 from gpunode.plan.change import Change, HostPlan
 from gpunode.plan.planner import managed_paths, plan_host, probes_for
+from gpunode.resolve import Catalog, CatalogFor
+from gpunode.resolve.hostapt import HostCatalog, madison_command
+from gpunode.resolve.index import RepoVersions, repo_folder
+from gpunode.roles.ops.apt import apt_update
 from gpunode.transport.base import CommandTimeoutError, Transport, TransportError
 
 if TYPE_CHECKING:
@@ -51,6 +55,8 @@ class Options:
     facts_timeout: float = 120.0
     poll_interval: float = 2.0
     extra_files: tuple[str, ...] = field(default=())
+    versions: RepoVersions | None = None
+    """Reads the repository index a host uses when its specs need one (shared by hosts)."""
 
 
 class HostRun:
@@ -91,9 +97,13 @@ class HostRun:
             self.result.round_trips += 1
             probes.update(more)
         self.bus.emit(HostStatusChanged(self.host.name, status="planning"))
-        plan = plan_host(
-            self.host, facts, probes=probes, tags=self.opts.tags, search=self.opts.search
-        )
+        versions = self.opts.versions
+        catalog = versions.catalog_for(self.host.repos.nvidia, facts) if versions else None
+        plan = self._plan(facts, probes, catalog)
+        if plan.versions_on_host and not plan.changes and self.host.repos.nvidia:
+            # The repository is configured here: the host's apt says what it offers.
+            on_host = self._host_catalog(plan.versions_on_host, facts, self.host.repos.nvidia)
+            plan = self._plan(facts, probes, lambda: on_host)
         self.result.plans.append(plan.to_json())
         self.bus.emit(
             PlanReady(
@@ -103,6 +113,23 @@ class HostRun:
             )
         )
         return facts, plan
+
+    def _plan(
+        self, facts: HostFacts, probes: dict[str, bool], catalog: CatalogFor | None
+    ) -> HostPlan:
+        return plan_host(
+            self.host,
+            facts,
+            probes=probes,
+            tags=self.opts.tags,
+            search=self.opts.search,
+            catalog=catalog,
+        )
+
+    def _host_catalog(self, names: tuple[str, ...], facts: HostFacts, nvidia: str) -> Catalog:
+        res = self.t.run(madison_command(names), timeout=self.opts.facts_timeout)
+        self.result.round_trips += 1
+        return HostCatalog(res.stdout if res.ok else "", repo_folder(nvidia, facts))
 
     # -- the run -------------------------------------------------------------------------------
 
@@ -124,6 +151,17 @@ class HostRun:
             return
         if not self._apply(plan, facts):
             return
+        if plan.versions_on_host:
+            # The repository was configured just now: refresh apt, then plan the rest.
+            if not self._apt_update(facts):
+                return
+            facts, plan = self.read()
+            if plan.refused or plan.versions_on_host:
+                names = ", ".join(plan.versions_on_host)
+                self._fail(f"refused: {plan.refused or 'the host offers no versions of ' + names}")
+                return
+            if not self._apply(plan, facts):
+                return
         if plan.needs_reboot:
             if not self._reboot(plan, facts):
                 return
@@ -249,6 +287,17 @@ class HostRun:
             tofile=f"{c.path} (after)",
         )
         return "".join(lines)
+
+    def _apt_update(self, facts: HostFacts) -> bool:
+        res = self.t.run(
+            apt_update(self.host.apt.lock_timeout),
+            sudo=True,
+            timeout=self.host.ssh.command_timeout,
+        )
+        self.result.round_trips += 1
+        if not res.ok:
+            self._fail(f"apt-get update: {_why(res.exit_code, res.stderr, res.stdout, facts)}")
+        return res.ok
 
     # -- reboot --------------------------------------------------------------------------------
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-# exit statuses of a run; 0 when every host converged
-EXIT_FAILED = 2
+# exit statuses of a run; 0 when every host converged (or, for plan, nothing to do)
+EXIT_FAILED = 2  # a host failed, or its stack was refused
+EXIT_PENDING = 3  # plan --detailed-exitcode: changes pending, no host failed
 EXIT_UNREACHABLE = 4
 EXIT_INTERRUPTED = 130  # the user quit the terminal UI before the run finished
 

@@ -23,6 +23,15 @@ Version = Annotated[str, StringConstraints(pattern=r"^\d+(\.\d+)*$")]
 
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
 
+PackageSpec = Annotated[
+    str, StringConstraints(pattern=r"^\d+(\.\d+)*(-[0-9A-Za-z][0-9A-Za-z.+~]*)?$")
+]
+"""A release series ("9", "9.10", "2.26": the newest of it when installing; any installed
+one is kept) or a full Debian version ("9.14.0.64-1", "2.26.2-1+cuda12.8": exactly that)."""
+
+Release = Annotated[str, StringConstraints(pattern=r"^\d+\.\d+(\.\d+)*$")]
+"""One driver release, as NVIDIA numbers it: "550.163.01"."""
+
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
@@ -56,8 +65,34 @@ class Repos(Strict):
 
 class Driver(Strict):
     branch: Version = "580"
+    """Any release of this branch is acceptable: an installed one is kept, none installed
+    gets the newest the repository has."""
+    version: Release | None = None
+    """One release exactly; it must belong to `branch` (set alone, it names the branch)."""
+    update: Literal["keep", "latest"] = "keep"
+    """latest: move an installed release to the newest of its branch in the repository."""
     flavor: Literal["open", "proprietary"] = "open"
     hold: bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _branch_from_version(cls, data: object) -> object:
+        if isinstance(data, dict) and "version" in data and "branch" not in data:
+            version = data["version"]
+            if isinstance(version, str):
+                return {**data, "branch": version.split(".")[0]}
+        return data
+
+    @model_validator(mode="after")
+    def _version_in_branch(self) -> Driver:
+        if self.version is not None and self.version.split(".")[0] != self.branch:
+            raise ValueError(
+                f"version {self.version!r} is not a release of branch {self.branch!r}: "
+                f'set branch: "{self.version.split(".")[0]}" too, or drop one of them'
+            )
+        if self.version is not None and self.update == "latest":
+            raise ValueError("update: latest moves a branch; a pinned version cannot move")
+        return self
 
 
 class Cuda(Strict):
@@ -69,11 +104,22 @@ class Cuda(Strict):
         return self.default or (self.toolkits[-1] if self.toolkits else None)
 
 
+PipVersion = Annotated[
+    str, StringConstraints(pattern=r"^\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?$")
+]
+"""An exact release as PyPI numbers it: "1.26.4", "2.0.0rc1"."""
+
+
 class CondaEnv(Strict):
     python: Version = "3.11"
     pytorch: Version | None = None
     tensorflow: Version | None = None
-    packages: list[str] = Field(default_factory=list)
+    packages: dict[Name, PipVersion] = Field(default_factory=dict)
+    """More PyPI packages for the env, each at an exact version: {numpy: "1.26.4"}."""
+
+    @property
+    def pip_packages(self) -> list[dict[str, str]]:
+        return [{"name": n, "version": v} for n, v in sorted(self.packages.items())]
 
 
 class Conda(Strict):
@@ -101,8 +147,8 @@ SmokeTest = Literal[
 class Stack(Strict):
     driver: Driver | None = None
     cuda: Cuda | None = None
-    cudnn: Version | None = None
-    nccl: Version | None = None
+    cudnn: PackageSpec | None = None
+    nccl: PackageSpec | None = None
     cuda_env: bool = False
     conda: Conda | None = None
     smoke: list[SmokeTest] = Field(default_factory=list)

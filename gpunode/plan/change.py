@@ -71,6 +71,9 @@ class HostPlan:
     refused: str | None = None
     notes: tuple[str, ...] = field(default=())
     """Things worth telling that are not changes (no systemd, no GPU seen...)."""
+    versions_on_host: tuple[str, ...] = ()
+    """Packages whose versions the controller could not read from the repository's index
+    (refused says why): the executor asks the host's apt for them and plans again."""
 
     @property
     def empty(self) -> bool:
@@ -86,4 +89,5 @@ class HostPlan:
             "refused": self.refused,
             "changes": [c.to_json() for c in self.changes],
             "notes": list(self.notes),
+            "versions_on_host": list(self.versions_on_host),
         }

@@ -11,6 +11,7 @@ from gpunode.inventory.model import Host
 from gpunode.plan.change import Change, HostPlan, Step
 from gpunode.plan.refuse import NVIDIA_RELEASES, refusal
 from gpunode.plan.walk import walk
+from gpunode.resolve import CatalogFor, IndexNeeded, Resolved, Unresolvable, resolve
 from gpunode.roles.loader import RoleError, search_path
 from gpunode.roles.ops import OpContext, Probe
 from gpunode.roles.ops.apt import apt_update, install_step
@@ -92,14 +93,30 @@ def plan_host(
     probes: dict[str, bool] | None = None,
     tags: Collection[str] | None = None,
     search: tuple[Path, ...] | None = None,
+    catalog: CatalogFor | None = None,
 ) -> HostPlan:
+    """`catalog` reads the host's repository index, when a spec is not satisfied by what
+    the host has installed (gpunode.resolve)."""
     why = refusal(host, facts)
     if why:
         return HostPlan(host.name, refused=why)
-    changes: list[Change] = []
-    notes: list[str] = []
+    only: set[str] | None = None
+    pending: tuple[str, ...] = ()
     try:
-        for st in walk(host, facts, search or search_path(None)):
+        resolved = resolve(host, facts, catalog)
+    except IndexNeeded as exc:
+        # Plan the repository alone; the host's apt then says which versions it offers.
+        resolved, only = (
+            Resolved(notes=[f"{exc}; reading versions from the host's apt"]),
+            {"nvidia_repo"},
+        )
+        pending = exc.names
+    except Unresolvable as exc:
+        return HostPlan(host.name, refused=str(exc))
+    changes: list[Change] = []
+    notes: list[str] = list(resolved.notes)
+    try:
+        for st in walk(host, facts, search or search_path(None), resolved=resolved, only=only):
             ctx = OpContext(
                 role=st.role.name,
                 task=st.title,
@@ -129,7 +146,12 @@ def plan_host(
                 (Step(dpkg_configure(host.apt.lock_timeout)),),
             ),
         )
-    return HostPlan(host.name, tuple(_order(changes, host.apt.lock_timeout)), notes=tuple(notes))
+    return HostPlan(
+        host.name,
+        tuple(_order(changes, host.apt.lock_timeout)),
+        notes=tuple(notes),
+        versions_on_host=pending,
+    )
 
 
 def _order(changes: list[Change], lock_timeout: int) -> list[Change]:

@@ -36,9 +36,7 @@ def refusal(host: Host, facts: HostFacts) -> str | None:
     if wants_nvidia and os_.version_id not in NVIDIA_RELEASES:
         return f"Ubuntu {os_.version_id} has no NVIDIA CUDA repository"
     if stack.driver and facts.secure_boot and not stack.vars.get("secure_boot_signed"):
-        from gpunode.compat import driver_version
-
-        wanted = driver_version(stack.driver.branch) or stack.driver.branch
+        wanted = stack.driver.version or stack.driver.branch
         loaded = facts.module.version
         if not (loaded and matches_prefix(loaded, wanted)):
             return (

@@ -6,7 +6,7 @@ hash, which probes the operations need, and (with facts) which changes to make.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -18,6 +18,7 @@ from gpunode import compat
 from gpunode.compat import rules
 from gpunode.facts.model import HostFacts
 from gpunode.inventory.model import Host
+from gpunode.resolve import Resolved
 from gpunode.roles.loader import Role, RoleError, Task, find_role
 from gpunode.roles.ops import OPERATIONS, Operation
 from gpunode.roles.render import render, render_template
@@ -25,11 +26,9 @@ from gpunode.roles.render import render, render_template
 _COMPAT = SimpleNamespace(
     driver_packages=compat.driver_packages,
     driver_userspace_package=compat.driver_userspace_package,
-    driver_version=compat.driver_version,
     toolkit_package=compat.toolkit_package,
     toolkit_ubuntu=compat.toolkit_ubuntu,
-    cudnn_package=compat.cudnn_package,
-    nccl_build=compat.nccl_build,
+    cudnn_names=compat.cudnn_names,
     torch_variant=compat.torch_variant,
     min_driver=compat.min_driver,
     unversioned=rules.unversioned,
@@ -57,9 +56,10 @@ def builtin_roles(host: Host) -> list[str]:
     return names + [r for r in s.roles if r not in names]
 
 
-def base_context(host: Host, facts: HostFacts) -> dict[str, Any]:
+def base_context(host: Host, facts: HostFacts, resolved: Resolved | None = None) -> dict[str, Any]:
     return {
         "host": host,
+        "resolved": resolved or Resolved(),
         "stack": host.stack,
         "repos": host.repos,
         "gpus": host.gpus,
@@ -84,23 +84,34 @@ class Planned:
 
 
 def walk(
-    host: Host, facts: HostFacts, search: tuple[Path, ...], *, guess: bool = False
+    host: Host,
+    facts: HostFacts,
+    search: tuple[Path, ...],
+    *,
+    guess: bool = False,
+    resolved: Resolved | None = None,
+    only: Collection[str] | None = None,
 ) -> Iterator[Planned]:
     """Every task that applies. `guess`: facts are not known yet, so take every task whatever
-    its `when`, and skip the ones that cannot be rendered without facts."""
-    base = base_context(host, facts)
+    its `when`, and skip the ones that cannot be rendered without facts. `resolved`: the
+    exact versions the host's specs stand for (gpunode.resolve); without them (reading
+    paths and probes) tasks that need them are skipped."""
+    lenient = guess or resolved is None
+    base = base_context(host, facts, resolved)
     for name in builtin_roles(host):
+        if only is not None and name not in only:
+            continue
         role = find_role(name, search)
         ctx = dict(base)
         for key, value in role.defaults.items():
             ctx[key] = _render(value, ctx, f"{role.path / 'defaults.yaml'}: {key}")
         ctx.update(host.stack.vars)
         for task in role.tasks:
-            if not guess:
+            if not lenient:
                 yield from _task(role, task, ctx)
                 continue
             try:
-                yield from _task(role, task, ctx, guess=True)
+                yield from _task(role, task, ctx, guess=guess)
             except (RoleError, ValueError, TypeError, AttributeError):
                 continue
 

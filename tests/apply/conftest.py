@@ -46,11 +46,18 @@ class Lab:
             yaml.dump(doc, fh)
         return path
 
-    def gpunode(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    def gpunode(
+        self, *args: str, timeout: float = 300, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "gpunode", *args],
-            env=self.env, capture_output=True, text=True, timeout=timeout,
+            env=env or self.env, capture_output=True, text=True, timeout=timeout,
         )  # fmt: skip
+
+    def boot_id(self, host: str) -> str:
+        """The host's boot id as the lab records it."""
+        doc = json.loads(self.gpunode("lab", "status", "--json").stdout)
+        return str({h["name"]: h for h in doc["hosts"]}[host]["boot_id"])
 
     def tree(self, host: str) -> dict[str, str]:
         """sha256 (or link target) of every file the host has written, login noise aside."""
@@ -78,18 +85,16 @@ def events(stdout: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
 
 
-@pytest.fixture(scope="session")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+def start_lab(tmp: pytest.TempPathFactory, *up_args: str) -> Iterator[Lab]:
     if sys.platform != "linux" or os.geteuid() != 0 or not shutil.which("sshd"):
         pytest.skip("the lab needs root, Linux and OpenSSH's sshd")
-    d = tmp_path_factory.mktemp("lab")
-    state = tmp_path_factory.mktemp("state")
-    env = {**os.environ, "GPUNODE_LAB_DIR": str(d), "GPUNODE_STATE_DIR": str(state)}
+    d = tmp.mktemp("lab")
+    state = tmp.mktemp("state")
+    env = {**os.environ, "GPUNODE_LAB_DIR": str(d), "GPUNODE_STATE_DIR": str(state),
+           "GPUNODE_CACHE_DIR": str(tmp.mktemp("cache"))}  # fmt: skip
     cmd = [sys.executable, "-m", "gpunode", "lab"]
-    up = subprocess.run(
-        [*cmd, "up", "--hosts", "2", "--ubuntu", "22.04", "--net", str(NET), "--port", str(PORT)],
-        env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    up = subprocess.run([*cmd, "up", *up_args], env=env, capture_output=True, text=True,
+                        timeout=300)  # fmt: skip
     assert up.returncode == 0, up.stderr
     try:
         inv = subprocess.run([*cmd, "inventory"], env=env, capture_output=True, text=True,
@@ -97,3 +102,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         yield Lab(d, inv.stdout, env)
     finally:
         subprocess.run([*cmd, "down"], env=env, capture_output=True, timeout=120)
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    args = ("--hosts", "2", "--ubuntu", "22.04", "--net", str(NET), "--port", str(PORT))
+    yield from start_lab(tmp_path_factory, *args)

@@ -100,7 +100,13 @@ def test_hosts_json_is_the_merged_state() -> None:
     data = json.loads(out.stdout)
     assert list(data) == ["gpu-h100-01"]
     host = data["gpu-h100-01"]
-    assert host["stack"]["driver"] == {"branch": "570", "flavor": "open", "hold": True}
+    assert host["stack"]["driver"] == {
+        "branch": "570",
+        "version": None,
+        "update": "keep",
+        "flavor": "open",
+        "hold": True,
+    }
     assert host["ssh"]["port"] == 2222
     assert host["groups"] == ["h100"]
 

@@ -51,17 +51,15 @@ BAD = [
         "CUDA 13.0 needs driver >= 580.65.06 but branch 535 is requested: use branch >= 580, "
         "or CUDA <= 12.2",
     ),
-    ('driver: {branch: "551"}', "unknown driver branch '551': known branches are 535, 550"),
+    (
+        'driver: {version: "570.86.10"}\ncuda: {toolkits: ["13.0"]}',
+        "CUDA 13.0 needs driver >= 580.65.06 but 570.86.10 is requested: use branch >= 580",
+    ),
     ('cuda: {toolkits: ["12.7"]}', "unknown CUDA toolkit '12.7': known toolkits are 11.8"),
     (
         'cuda: {toolkits: ["13.0"]}\ncudnn: "8"',
-        'cuDNN 8 has no build for CUDA 13.0: use cudnn: "9"',
+        'cuDNN 8 has no packages for CUDA 13.0: use cudnn: "9"',
     ),
-    (
-        'cuda: {toolkits: ["13.0"]}\nnccl: "2.21"',
-        'NCCL 2.21 has no build for CUDA 13.0: use nccl: "2.28"',
-    ),
-    ('cuda: {toolkits: ["12.4"]}\nnccl: "2.99"', "unknown NCCL release '2.99'"),
     ('nccl: "2.21"', "cuDNN and NCCL builds follow the CUDA toolkit"),
     (
         'driver: {branch: "550"}\nconda: {envs: {t: {pytorch: "2.11.0"}}}',
@@ -103,22 +101,19 @@ def test_package_names() -> None:
     assert compat.toolkit_package("13.0") == "cuda-toolkit-13-0"
 
 
-def test_nccl_build_pins_the_full_string() -> None:
-    assert compat.nccl_build("2.21", "12.4") == "2.21.5-1+cuda12.4"
-    assert compat.nccl_build("2.21", "12.8") == "2.21.5-1+cuda12.4"  # newest build not newer
-    assert compat.nccl_build("2.21", "11.8") == "2.21.5-1+cuda11.8"
-    assert compat.nccl_build("2.28", "13.0") == "2.28.3-1+cuda13.0"
-    assert compat.nccl_build("2.28", "12.10") == "2.28.3-1+cuda12.9"  # 12.10 > 12.9
-    assert compat.nccl_build("2.21", "13.0") is None
+def test_cudnn_names_follow_the_cuda_major() -> None:
+    assert compat.cudnn_names("9", "12.4") == ("libcudnn9-cuda-12", "libcudnn9-dev-cuda-12")
+    assert compat.cudnn_names("9.10", "13.0") == ("libcudnn9-cuda-13", "libcudnn9-dev-cuda-13")
+    assert compat.cudnn_names("8.9.7.29-1+cuda12.2", "12.4") == ("libcudnn8", "libcudnn8-dev")
+    assert compat.cudnn_names("8", "13.0") is None
 
 
-def test_cudnn_package() -> None:
-    p = compat.cudnn_package("9", "12.4")
-    assert p is not None and (p.name, p.version) == ("libcudnn9-cuda-12", "9.14.0.64-1")
-    p = compat.cudnn_package("9", "13.0")
-    assert p is not None and p.name == "libcudnn9-cuda-13"
-    p = compat.cudnn_package("8", "12.4")
-    assert p is not None and p.version == "8.9.7.29-1+cuda12.2"
+def test_rules_hold_no_release_pins() -> None:
+    """Which releases exist is the repository's to say: a branch, cuDNN or NCCL published
+    tomorrow must need no edit of gpunode."""
+    data = compat.rules.rules()
+    assert not {"driver_releases", "cudnn", "nccl_builds"} & set(data)
+    assert _findings('driver: {branch: "595"}') == []  # a branch the rules never heard of
 
 
 @pytest.mark.parametrize(

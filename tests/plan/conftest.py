@@ -3,13 +3,34 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from gpunode.facts.model import Disk, HostFacts, KernelModule, OsRelease, PciGpu
 from gpunode.inventory import Host, loads
+from gpunode.plan import plan_host as _plan_host
+from gpunode.plan.change import HostPlan
+from gpunode.repoindex import FETCHED, FetchedIndex, parse_packages
+from gpunode.resolve import Catalog
+from gpunode.resolve.index import IndexCatalog
 
 FIX = Path(__file__).parent.parent / "fixtures" / "plan"
+REPO_URL = "http://127.0.0.1:8080/cuda/repos/ubuntu2204/x86_64/"
+
+
+def catalog(path: Path = FIX / "Packages") -> Catalog:
+    """An index in the layout of NVIDIA's (several releases per branch, builds per version),
+    written by hand: what the planner resolves against when a spec needs the repository."""
+    index = parse_packages(path.read_text())
+    return IndexCatalog(FetchedIndex(REPO_URL, REPO_URL + "Packages", index, FETCHED, 0.0))
+
+
+def plan_host(host: Host, facts: HostFacts, **kw: Any) -> HostPlan:
+    """The planner with the fixture index as the host's repository (unless told otherwise)."""
+    kw.setdefault("catalog", catalog)
+    return _plan_host(host, facts, **kw)
+
 
 STACK = """
 defaults:

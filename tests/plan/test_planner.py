@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from conftest import FIX, STACK, fresh_facts, host_from
+from conftest import FIX, STACK, fresh_facts, host_from, plan_host
 
 from gpunode.facts.model import (
     AptSource,
@@ -17,7 +17,7 @@ from gpunode.facts.model import (
 )
 from gpunode.facts.parse import parse_facts
 from gpunode.inventory import Host
-from gpunode.plan import plan_host, probes_for
+from gpunode.plan import probes_for
 from gpunode.plan.change import HostPlan
 from gpunode.plan.planner import dpkg_configure
 from gpunode.roles.ops.base import sha256
@@ -215,7 +215,7 @@ def test_owner_by_number_or_user_alone_matches() -> None:
 
 def test_550_loaded_570_wanted_upgrades_and_reboots_once(fresh: HostFacts) -> None:
     host = host_from(STACK.replace('branch: "550"', 'branch: "570"').replace("12.4", "12.8")
-                     .replace('"2.21"', '"2.25"'))  # fmt: skip
+                     .replace('"2.21"', '"2.26"'))  # fmt: skip
     old = converged(host_from(STACK), fresh)
     plan = plan_host(host, old, probes=NO_SYSTEMD)
     driver = next(c for c in plan.changes if "driver" in c.roles and c.op == "apt_packages")
@@ -253,8 +253,8 @@ def test_branch_590_uses_unversioned_names(fresh: HostFacts) -> None:
     assert plan.refused is None, plan.refused
     driver = next(c for c in plan.changes if "driver" in c.roles and c.op == "apt_packages")
     assert (
-        "'nvidia-driver-pinning-590=590.44.01-*' 'nvidia-open=590.44.01-*' "
-        "'libnvidia-compute=590.44.01-*'" in driver.commands[-2]
+        "'nvidia-driver-pinning-590=590.48.01-*' 'nvidia-open=590.48.01-*' "
+        "'libnvidia-compute=590.48.01-*'" in driver.commands[-2]  # the newest 590 it has
     )
 
 
@@ -306,7 +306,7 @@ def test_real_h200_machine_declared_as_it_is_plans_nothing() -> None:
     # ...and declaring another stack on the same facts plans the changes it needs
     other = host_from(
         STACK.replace('branch: "550"', 'branch: "570"').replace('"12.4"', '"12.8"')
-        .replace('"2.21"', '"2.25"')
+        .replace('"2.21"', '"2.26"')
     )  # fmt: skip
     plan = plan_host(other, facts, probes=NO_SYSTEMD)
     assert plan.needs_reboot
@@ -424,3 +424,24 @@ def test_users_own_role_next_to_the_inventory(tmp_path: Path, fresh: HostFacts) 
     load_role.cache_clear()
     why = plan_host(h, fresh, search=search_path(inv)).refused
     assert why == f"{role / 'tasks.yaml'}:1:3: refusing to install cuda: listed under never"
+
+
+def test_conda_env_packages_are_installed_at_their_exact_versions(fresh: HostFacts) -> None:
+    host = host_from(
+        STACK.replace(
+            "    cuda_env: true\n",
+            "    cuda_env: true\n    conda:\n      envs:\n"
+            '        t: {python: "3.11", packages: {numpy: "1.26.4", einops: "0.8.0"}}\n',
+        )
+    )
+    plan = plan_host(host, fresh, probes=NO_SYSTEMD)
+    (pkgs,) = [c for c in plan.changes if c.title == "conda: packages in t"]
+    assert pkgs.commands == [
+        "/opt/conda/envs/t/bin/python -m pip install -q --no-input einops==0.8.0 numpy==1.26.4"
+    ]
+    # installed at those versions (the probe says so): nothing to do
+    installed = {p.key: True for p in probes_for(host, fresh) if " -m pip" not in p.command
+                 and "importlib.metadata" in p.command}  # fmt: skip
+    assert len(installed) == 2
+    plan = plan_host(host, fresh, probes={**NO_SYSTEMD, **installed})
+    assert not [c for c in plan.changes if c.title == "conda: packages in t"]
