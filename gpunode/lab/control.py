@@ -38,3 +38,12 @@ def alive(paths: LabPaths) -> bool:
         return bool(request(paths, "ping", timeout=5).get("ok"))
     except SupervisorGone:
         return False
+
+
+def accepts(address: str, port: int) -> bool:
+    """Whether a host's sshd takes a TCP connection (booted and not refusing)."""
+    try:
+        with socket.create_connection((address, port), timeout=1):
+            return True
+    except OSError:
+        return False

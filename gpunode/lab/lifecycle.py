@@ -164,14 +164,6 @@ def _same_gpunode_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": root if not path else f"{root}{os.pathsep}{path}"}
 
 
-def _accepts(address: str, port: int) -> bool:
-    try:
-        with socket.create_connection((address, port), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
 def wait_ready(paths: LabPaths, cfg: LabConfig, say: Say = _quiet, timeout: float = 120) -> None:
     """Until every host has booted and its sshd accepts connections (unless a fault says no)."""
     start = time.monotonic()
@@ -189,7 +181,7 @@ def wait_ready(paths: LabPaths, cfg: LabConfig, say: Say = _quiet, timeout: floa
             if h["name"] not in waiting or h["state"] != "up":
                 continue
             silent = "refuse" in h["faults"] or "stall" in h["faults"]
-            if silent or _accepts(h["address"], h["port"]):
+            if silent or control.accepts(h["address"], h["port"]):
                 waiting.discard(h["name"])
         if not waiting:
             return

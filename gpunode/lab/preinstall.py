@@ -8,7 +8,6 @@ real; with a reboot, the installed driver's kernel module loads as it would on a
 from __future__ import annotations
 
 import re
-import socket
 import time
 from collections.abc import Callable
 from typing import Any
@@ -113,15 +112,7 @@ def _reboot(paths: LabPaths, name: str, before: str, timeout: float = 60) -> Non
         host = _host(paths, name)
         if host["state"] == "up" and host["boot_id"] != before:
             silent = "refuse" in host["faults"] or "stall" in host["faults"]
-            if silent or _accepts(host["address"], int(host["port"])):
+            if silent or control.accepts(host["address"], int(host["port"])):
                 return
         time.sleep(0.1)
     raise InstallError(f"{name} did not boot again within {timeout:.0f}s")
-
-
-def _accepts(address: str, port: int) -> bool:
-    try:
-        with socket.create_connection((address, port), timeout=1):
-            return True
-    except OSError:
-        return False
