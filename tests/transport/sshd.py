@@ -16,8 +16,10 @@ from pathlib import Path
 
 from gpunode.inventory.model import SshSettings
 
-NOPASS_USER = "gpunode-t"  # passwordless sudo
-PASS_USER = "gpunode-p"  # sudo asks for a password
+_SLOT = os.environ.get("GPUNODE_TEST_SLOT", "0")
+_SUFFIX = "" if _SLOT == "0" else _SLOT  # a second test session has its own users
+NOPASS_USER = f"gpunode-t{_SUFFIX}"  # passwordless sudo
+PASS_USER = f"gpunode-p{_SUFFIX}"  # sudo asks for a password
 
 
 def free_port() -> int:
@@ -98,7 +100,7 @@ def sshd(root: Path) -> Iterator[SshServer]:
     password = "pw-" + secrets.token_hex(12)
     _ensure_user(NOPASS_USER, "x-" + secrets.token_hex(12), pub)
     _ensure_user(PASS_USER, password, pub)
-    sudoers = Path("/etc/sudoers.d/gpunode-tests")
+    sudoers = Path(f"/etc/sudoers.d/gpunode-tests{_SUFFIX}")
     sudoers.write_text(
         f"{NOPASS_USER} ALL=(ALL) NOPASSWD: ALL\n"
         f"{PASS_USER} ALL=(ALL) ALL\n"
