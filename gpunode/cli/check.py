@@ -20,6 +20,7 @@ def check(inventory: str, limit: str | None) -> None:
     Exit codes: 0 valid, 2 problems found.
     """
     from gpunode.compat import check_host
+    from gpunode.inventory.text import printable
 
     inv, hosts = load_selected(inventory, limit)
     # The same finding set by `defaults` applies to many hosts: report it once, naming them.
@@ -33,15 +34,16 @@ def check(inventory: str, limit: str | None) -> None:
             seen.setdefault(key, []).append(host.name)
     for (where, message), names in seen.items():
         who = names[0] if len(names) == 1 else f"{len(names)} hosts ({', '.join(names)})"
-        click.echo(f"error: {where}: {message} [{who}]", err=True)
+        click.echo(printable(f"error: {where}: {message} [{who}]"), err=True)
     if seen:
         n = len(seen)
         click.echo(
-            f"{n} problem{'s' if n != 1 else ''} in {inventory}; nothing was changed.", err=True
+            f"{n} problem{'s' if n != 1 else ''} in {printable(inventory)}; nothing was changed.",
+            err=True,
         )
         sys.exit(EXIT_BAD_INPUT)
     groups = len(inv.groups)
     click.echo(
-        f"{inventory}: ok ({len(hosts)} host{'s' if len(hosts) != 1 else ''}, "
+        f"{printable(inventory)}: ok ({len(hosts)} host{'s' if len(hosts) != 1 else ''}, "
         f"{groups} group{'s' if groups != 1 else ''})"
     )

@@ -37,16 +37,21 @@ def json_option(fn: F) -> F:
 def load_selected(path: str, limit: str | None) -> tuple[Any, list[Any]]:
     """Load and check an inventory, select hosts; on bad input print every problem, exit 2."""
     from gpunode.inventory import InventoryError, PatternError, load
+    from gpunode.inventory.text import printable
 
     try:
         inv = load(path)
         return inv, inv.select(limit)
     except InventoryError as exc:
         for problem in exc.problems:
-            click.echo(f"error: {problem}", err=True)
+            # Messages quote inventory text: escape it, never hand a terminal raw escapes.
+            click.echo(f"error: {printable(str(problem))}", err=True)
         n = len(exc.problems)
-        click.echo(f"{n} problem{'s' if n != 1 else ''} in {path}; nothing was changed.", err=True)
+        click.echo(
+            f"{n} problem{'s' if n != 1 else ''} in {printable(path)}; nothing was changed.",
+            err=True,
+        )
         sys.exit(EXIT_BAD_INPUT)
     except PatternError as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"error: {printable(str(exc))}", err=True)
         sys.exit(EXIT_BAD_INPUT)

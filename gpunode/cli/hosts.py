@@ -16,23 +16,29 @@ from gpunode.cli.common import inventory_argument, json_option, limit_option, lo
 def hosts(inventory: str, limit: str | None, as_json: bool) -> None:
     """Show what each selected host should have after merging defaults, groups and the
     host's own settings (later layers win; mappings merge key by key)."""
+    from gpunode.inventory.text import printable
+
     _, selected = load_selected(inventory, limit)
     if as_json:
         out = {h.name: h.model_dump(mode="json", exclude={"name"}) for h in selected}
-        click.echo(json.dumps(out, indent=2))
+        click.echo(json.dumps(out, indent=2))  # ensure_ascii: every control is \u-escaped
         return
+    # Every line quotes inventory text: escape what is unprintable (the loader refuses
+    # control characters already; this keeps a terminal safe whatever slips through).
     for h in selected:
-        click.echo(click.style(h.name, bold=True) + f"  ({', '.join(h.groups) or 'no group'})")
-        click.echo(
-            f"  target   {h.connection} {h.target if h.connection == 'ssh' else ''}".rstrip()
-        )
+        groups = printable(", ".join(h.groups) or "no group")
+        click.echo(click.style(printable(h.name), bold=True) + f"  ({groups})")
+        target = f"  target   {h.connection} {h.target if h.connection == 'ssh' else ''}"
+        click.echo(printable(target.rstrip()))
         if h.connection == "ssh":
             click.echo(
-                f"  ssh      user={h.ssh.user} key={h.ssh.identity_file or '-'} "
-                f"host_keys={h.ssh.host_key_policy}"
+                printable(
+                    f"  ssh      user={h.ssh.user} key={h.ssh.identity_file or '-'} "
+                    f"host_keys={h.ssh.host_key_policy}"
+                )
             )
         for line in _stack_lines(h):
-            click.echo(f"  {line}")
+            click.echo(printable(f"  {line}"))
 
 
 def _stack_lines(h: object) -> list[str]:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpunode.inventory.text import printable
 from gpunode.inventory.yamlsrc import Position
 
 
@@ -34,8 +35,11 @@ def field_path(loc: Sequence[str | int]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
+        elif part == "[key]":
+            continue  # pydantic's marker for "the key itself": the message says so
         else:
-            out += f".{part}" if out else str(part)
+            text = printable(str(part))  # keys are inventory text too
+            out += f".{text}" if out else text
     return out
 
 
@@ -60,6 +64,12 @@ def explain(error: dict[str, Any], known_keys: Sequence[str] = (), written: str 
         return f"expected text, got the number {value!r}: put it in quotes"
     if kind == "string_pattern_mismatch" and _is_version_field(loc):
         return f'{value!r} is not a version: use digits and dots in quotes, e.g. "12.4"'
+    if kind == "string_pattern_mismatch":
+        from gpunode.inventory.model import PATTERN_HINTS
+
+        hint = PATTERN_HINTS.get(str(error.get("ctx", {}).get("pattern")))
+        if hint:
+            return f"{value!r} is not {hint}"
     if kind == "bool_type":
         if isinstance(value, str) and value.lower() in {"yes", "no", "on", "off", "y", "n"}:
             return f"{value!r} is not a boolean here: write true or false"

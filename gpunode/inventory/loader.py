@@ -13,7 +13,10 @@ from pydantic import BaseModel, ValidationError
 
 from gpunode.inventory.errors import InventoryError, Problem, explain, field_path
 from gpunode.inventory.model import Document, Host
+from gpunode.inventory.text import bad_strings
 from gpunode.inventory.yamlsrc import Path_, Position, Source, YamlError, load_file, load_text
+
+MAX_MERGED = 1_000_000
 
 
 @dataclass
@@ -62,7 +65,10 @@ def loads(text: str, file: str = "<inventory>") -> Inventory:
 def build(src: Source) -> Inventory:
     data = src.data
     if data is None:
-        data = {}
+        # An empty file (or comments only) is a mistake: a truncated copy, a wrong path.
+        raise InventoryError(
+            [Problem(src.position(()), "", "the inventory is empty: declare `hosts:` in it")]
+        )
     if not isinstance(data, dict):
         raise InventoryError(
             [
@@ -73,6 +79,16 @@ def build(src: Source) -> Inventory:
                 )
             ]
         )
+    text_problems = [
+        Problem(
+            src.position(loc if is_key else (*loc, "<value>")) if loc else src.position(()),
+            field_path(loc),
+            problem,
+        )
+        for loc, is_key, problem in bad_strings(data)
+    ]
+    if text_problems:
+        raise InventoryError(text_problems)
     try:
         Document.model_validate(data)
     except ValidationError as exc:
@@ -90,6 +106,7 @@ def build(src: Source) -> Inventory:
     for hname, entry in (data.get("hosts") or {}).items():
         membership.setdefault(hname, []).append(("", ("hosts", hname), entry or {}))
 
+    _check_merged_size(src, layers_default[0][1], membership)
     hosts: dict[str, Host] = {}
     layers_of: dict[str, list[tuple[Path_, dict[str, Any]]]] = {}
     problems: list[Problem] = []
@@ -123,6 +140,46 @@ def build(src: Source) -> Inventory:
     if problems:
         raise InventoryError(problems)
     return Inventory(source=src, hosts=hosts, groups=groups, layers=layers_of)
+
+
+def _check_merged_size(
+    src: Source,
+    defaults: dict[str, Any],
+    membership: dict[str, list[tuple[str, Path_, dict[str, Any]]]],
+) -> None:
+    """Every host gets a copy of its defaults and groups: refuse a file whose few large
+    layers would copy into millions of values (the YAML limits count the text once)."""
+    sizes: dict[int, int] = {}
+
+    def size(layer: dict[str, Any]) -> int:
+        return len(layer) + sum(_size(v, sizes) for k, v in layer.items() if k != "hosts")
+
+    total = 0
+    for layers in membership.values():
+        total += size(defaults) + sum(size(layer) for _, _, layer in layers)
+        if total > MAX_MERGED:
+            raise InventoryError(
+                [
+                    Problem(
+                        src.position(("hosts",)),
+                        "",
+                        f"the hosts' merged settings hold more than {MAX_MERGED} values "
+                        "(each host copies its defaults and groups): make the shared "
+                        "layers smaller",
+                    )
+                ]
+            )
+
+
+def _size(value: Any, sizes: dict[int, int]) -> int:
+    if id(value) not in sizes:
+        if isinstance(value, dict):
+            sizes[id(value)] = 1 + sum(_size(v, sizes) for v in value.values()) + len(value)
+        elif isinstance(value, list):
+            sizes[id(value)] = 1 + sum(_size(v, sizes) for v in value)
+        else:
+            return 1
+    return sizes[id(value)]
 
 
 def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

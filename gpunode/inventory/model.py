@@ -7,34 +7,96 @@ than a silent surprise (an unquoted `cuda: 12.10` is the float 12.1).
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
+    GetJsonSchemaHandler,
     StringConstraints,
     field_validator,
     model_validator,
 )
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
-Version = Annotated[str, StringConstraints(pattern=r"^\d+(\.\d+)*$")]
+from gpunode.inventory.checks import conda_prefix, host_address, http_url
+from gpunode.inventory.text import bad_strings
+
+# Patterns are Python `re` (Strict sets the engine): `[0-9]`, not `\d`, which matches any
+# Unicode digit ("３.１１"); `\A...\Z`, not `^...$`, which accepts a trailing newline.
+Version = Annotated[str, StringConstraints(pattern=r"\A[0-9]+(\.[0-9]+)*\Z")]
 """A dotted numeric version written as a quoted string: "12.4", "550", "2.21"."""
 
-Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
+NAME = r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z"
+Name = Annotated[str, StringConstraints(pattern=NAME)]
 
 PackageSpec = Annotated[
-    str, StringConstraints(pattern=r"^\d+(\.\d+)*(-[0-9A-Za-z][0-9A-Za-z.+~]*)?$")
+    str, StringConstraints(pattern=r"\A[0-9]+(\.[0-9]+)*(-[0-9A-Za-z][0-9A-Za-z.+~]*)?\Z")
 ]
 """A release series ("9", "9.10", "2.26": the newest of it when installing; any installed
 one is kept) or a full Debian version ("9.14.0.64-1", "2.26.2-1+cuda12.8": exactly that)."""
 
-Release = Annotated[str, StringConstraints(pattern=r"^\d+\.\d+(\.\d+)*$")]
+Release = Annotated[str, StringConstraints(pattern=r"\A[0-9]+\.[0-9]+(\.[0-9]+)*\Z")]
 """One driver release, as NVIDIA numbers it: "550.163.01"."""
+
+LOGIN_NAME = r"\A[A-Za-z_][A-Za-z0-9_.-]{0,31}\Z"
+LoginName = Annotated[str, StringConstraints(pattern=LOGIN_NAME)]
+ENV_NAME = r"\A[A-Za-z_][A-Za-z0-9_]*\Z"
+EnvName = Annotated[str, StringConstraints(pattern=ENV_NAME)]
+
+Url = Annotated[str, AfterValidator(http_url)]
+"""An absolute http(s) URL: a host, no credentials, no whitespace or control characters."""
+RepoUrl = Annotated[str, AfterValidator(lambda v: http_url(v, query=False))]
+"""A Url that apt appends paths to: no ?query or #fragment either."""
+Address = Annotated[str, AfterValidator(host_address)]
+"""A hostname, IPv4 address or IPv6 address (brackets optional): nothing a shell or an
+ssh_config `%h` expansion could read as more."""
+CondaPrefix = Annotated[str, AfterValidator(conda_prefix)]
+
+PATTERN_HINTS = {
+    NAME: "a name: letters, digits, `_`, `.` and `-`, starting with a letter or digit",
+    LOGIN_NAME: "a login name: letters, digits, `_`, `.` and `-`, starting with a letter "
+    "or `_`, at most 32",
+    ENV_NAME: "an environment variable name: letters, digits and `_`, not starting with a digit",
+}
+"""What a pattern means, for error messages."""
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, regex_engine="python-re")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _plain_text(cls, value: Any) -> Any:
+        # The loader refuses these first, with positions; this guards models built in code.
+        found = next(bad_strings(value), None)
+        if found:
+            raise ValueError(found[2])
+        return value
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        # Editors read the schema with ECMA regex, which has no \A or \Z.
+        schema = handler(core_schema)
+        _editor_patterns(handler.resolve_ref_schema(schema))
+        return schema
+
+
+def _editor_patterns(node: Any) -> None:
+    if isinstance(node, dict):
+        pattern = node.get("pattern")
+        if isinstance(pattern, str) and pattern.startswith("\\A") and pattern.endswith("\\Z"):
+            node["pattern"] = f"^{pattern[2:-2]}$"
+        for value in node.values():
+            _editor_patterns(value)
+    elif isinstance(node, list):
+        for value in node:
+            _editor_patterns(value)
 
 
 class AptSettings(Strict):
@@ -43,7 +105,7 @@ class AptSettings(Strict):
 
 
 class SshSettings(Strict):
-    user: str = "ubuntu"
+    user: LoginName = "ubuntu"
     port: Annotated[int, Field(ge=1, le=65535)] = 22
     identity_file: str | None = None
     host_key_policy: Literal["strict", "accept-new"] = "strict"
@@ -54,13 +116,36 @@ class SshSettings(Strict):
     keepalive: Annotated[float, Field(ge=0)] = 15.0
 
 
+Sha256 = Annotated[str, StringConstraints(pattern=r"\A[0-9a-f]{64}\Z")]
+
+# Miniconda's versioned installer and its published sha256 (repo.anaconda.com/miniconda).
+CONDA_INSTALLER = "https://repo.anaconda.com/miniconda/Miniconda3-py312_24.7.1-0-Linux-x86_64.sh"
+CONDA_INSTALLER_SHA256 = "33442cd3813df33dcbb4a932b938ee95398be98344dff4c30f7e757cd2110e4f"
+# NVIDIA's cuda-keyring_1.1-1_all.deb in each repository folder (it names its folder, so
+# each folder's file differs).
+CUDA_KEYRING_SHA256 = {
+    "ubuntu2004": "cf5ca9853118b9fb2b78dd2708786e1eb5ab14e39d8738539281429428eb4efe",
+    "ubuntu2204": "d93190d50b98ad4699ff40f4f7af50f16a76dac3bb8da1eaaf366d47898ff8df",
+    "ubuntu2404": "d2a6b11c096396d868758b86dab1823b25e14d70333f1dfa74da5ddaf6a06dba",
+}
+
+
 class Repos(Strict):
-    nvidia: str | None = "https://developer.download.nvidia.com/compute/cuda/repos"
+    nvidia: RepoUrl | None = "https://developer.download.nvidia.com/compute/cuda/repos"
     """NVIDIA's CUDA repository or a mirror of it; null where the packages come from
     elsewhere (a prepared image, an air-gapped site's own tooling)."""
-    conda_installer: str = "https://repo.anaconda.com/miniconda/Miniconda3-latest-Linux-x86_64.sh"
-    pytorch_index: str = "https://download.pytorch.org/whl"
-    pypi_index: str | None = None
+    conda_installer: Url = CONDA_INSTALLER
+    """A versioned Miniconda installer (never `latest`: its sha256 is pinned below)."""
+    conda_installer_sha256: Sha256 = CONDA_INSTALLER_SHA256
+    cuda_keyring_sha256: dict[Name, Sha256] = Field(
+        default_factory=lambda: dict(CUDA_KEYRING_SHA256)
+    )
+    """sha256 of cuda-keyring_1.1-1_all.deb per repository folder (ubuntu2204, ...): the
+    trust anchor for every NVIDIA package. A mirror serves NVIDIA's files unchanged."""
+    pytorch_index: Url = "https://download.pytorch.org/whl"
+    pypi_index: Url | None = None
+    insecure_http: bool = False
+    """Allow http:// for these repositories: for labs on a closed network only."""
 
 
 class Driver(Strict):
@@ -105,7 +190,10 @@ class Cuda(Strict):
 
 
 PipVersion = Annotated[
-    str, StringConstraints(pattern=r"^\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?$")
+    str,
+    StringConstraints(
+        pattern=r"\A[0-9]+(\.[0-9]+)*((a|b|rc)[0-9]+)?(\.post[0-9]+)?(\.dev[0-9]+)?\Z"
+    ),
 ]
 """An exact release as PyPI numbers it: "1.26.4", "2.0.0rc1"."""
 
@@ -123,7 +211,7 @@ class CondaEnv(Strict):
 
 
 class Conda(Strict):
-    prefix: str = "/opt/conda"
+    prefix: CondaPrefix = "/opt/conda"
     envs: dict[Name, CondaEnv] = Field(default_factory=dict)
 
 
@@ -164,7 +252,7 @@ class Settings(Strict):
     connection: Literal["ssh", "local"] = "ssh"
     ssh: SshSettings = Field(default_factory=SshSettings)
     become: Literal["sudo", "none"] = "sudo"
-    become_password_env: str | None = None
+    become_password_env: EnvName | None = None
     """Name of an environment variable holding the sudo password (never the password)."""
     repos: Repos = Field(default_factory=Repos)
     apt: AptSettings = Field(default_factory=AptSettings)
@@ -173,7 +261,7 @@ class Settings(Strict):
 
 
 class HostEntry(Settings):
-    address: str | None = None
+    address: Address | None = None
 
 
 class GroupEntry(Settings):
@@ -199,6 +287,27 @@ class Host(HostEntry):
             raise ValueError("an ssh host needs an address: set `address:` or `connection: local`")
         return self
 
+    @field_validator("repos")
+    @classmethod
+    def _repos_are_trusted(cls, repos: Repos) -> Repos:
+        urls = {k: getattr(repos, k) for k in ("nvidia", "conda_installer", "pytorch_index",
+                                               "pypi_index")}  # fmt: skip
+        for key, url in urls.items():
+            if url and url.startswith("http://") and not repos.insecure_http:
+                raise ValueError(
+                    f"{key} uses http://: gpunode installs what it fetches as root, so it "
+                    "must be https (or set repos.insecure_http: true, for a closed lab only)"
+                )
+        if (
+            repos.conda_installer != CONDA_INSTALLER
+            and repos.conda_installer_sha256 == CONDA_INSTALLER_SHA256
+        ):
+            raise ValueError(
+                "conda_installer is not the default installer: set conda_installer_sha256 "
+                "to its sha256 (gpunode runs it as root)"
+            )
+        return repos
+
     @field_validator("stack")
     @classmethod
     def _default_toolkit_is_installed(cls, stack: Stack) -> Stack:
@@ -212,4 +321,7 @@ class Host(HostEntry):
 
     @property
     def target(self) -> str:
-        return "localhost" if self.connection == "local" else f"{self.address}:{self.ssh.port}"
+        if self.connection == "local":
+            return "localhost"
+        host = f"[{self.address}]" if self.address and ":" in self.address else self.address
+        return f"{host}:{self.ssh.port}"

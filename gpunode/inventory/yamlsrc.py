@@ -1,18 +1,29 @@
 """Strict YAML loading that remembers where every key and value came from.
 
 YAML 1.2 rules (ruamel): `yes`/`no`/`on`/`off` stay strings, duplicate keys are
-errors. The result is plain Python data plus a position map, so that later
-validation errors can name `file:line:column`.
+errors, `<<: *anchor` merges mappings. The result is plain Python data plus a
+position map, so that later validation errors can name `file:line:column`.
+
+Inventories are often assembled from generated pieces, so loading is bounded:
+file size, nodes after alias expansion and nesting depth are capped, and tags
+other than YAML's own scalar and collection tags are refused.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 Path_ = tuple[str | int, ...]
+
+MAX_BYTES = 10 * 1024 * 1024
+
+# What YAML itself allows in a stream (ruamel's reader would raise without a position).
+_NOT_YAML = re.compile("[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 @dataclass(frozen=True)
@@ -60,72 +71,81 @@ class YamlError(Exception):
 
 def load_text(text: str, file: str) -> Source:
     from ruamel.yaml import YAML
-    from ruamel.yaml.error import MarkedYAMLError
+    from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-    yaml = YAML(typ="rt", pure=True)
-    yaml.allow_duplicate_keys = False
+    from gpunode.inventory.yamlnodes import build, check_events, scanner
+
+    _check_text(text, file)
+    # "safe": plain str/int/float/bool/None scalars ("rt" would keep round-trip markers).
+    yaml = YAML(typ="safe", pure=True)
+    yaml.Scanner = scanner()
     try:
-        doc = yaml.load(text)
+        check_events(yaml.parse(text), file)
+        root = yaml.compose(text)
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         problem = " ".join(str(p) for p in (exc.context, exc.problem) if p)
-        dup = re.search(r'duplicate key "([^"]*)"', problem)
-        if dup:
-            first = exc.context_mark.line + 1 if exc.context_mark else "?"
-            problem = (
-                f"duplicate key {dup.group(1)!r} (this mapping starts at line {first}): "
-                "a key may appear once per mapping; remove or merge the repeat"
-            )
         raise YamlError(Position(file, line, col), problem.replace("\n", " ")) from None
+    except YAMLError as exc:
+        raise YamlError(Position(file, 1, 1), str(exc).replace("\n", " ")) from None
     src = Source(file=file, data=None, text=text)
     src.positions[()] = Position(file, 1, 1)
-    src.data = _plain(doc, (), src)
+    if root is not None:
+        src.data = build(root, src, yaml.constructor)
     return src
 
 
 def load_file(path: str | Path) -> Source:
-    p = Path(path)
+    where = Position(str(path), 1, 1)
     try:
-        text = p.read_text(encoding="utf-8")
+        # O_NONBLOCK: opening a FIFO must not wait for a writer before we can refuse it.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except FileNotFoundError:
-        raise YamlError(Position(str(path), 1, 1), "no such file") from None
+        raise YamlError(where, "no such file") from None
+    except OSError as exc:
+        raise YamlError(where, f"cannot open: {exc.strerror}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO, device or socket"
+            raise YamlError(where, f"not a regular file ({kind}): give the inventory as a file")
+        raw = _read(fd, MAX_BYTES + 1)  # the file may grow while we read
+    finally:
+        os.close(fd)
+    if len(raw) > MAX_BYTES:
+        raise YamlError(where, _too_big())
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise YamlError(Position(str(path), 1, 1), f"not UTF-8 text ({exc.reason})") from None
+        raise YamlError(where, f"not UTF-8 text ({exc.reason})") from None
     return load_text(text, str(path))
 
 
-def _plain(node: Any, path: Path_, src: Source) -> Any:
-    from ruamel.yaml.comments import CommentedMap, CommentedSeq
-    from ruamel.yaml.scalarstring import ScalarString
+def _read(fd: int, limit: int) -> bytes:
+    chunks = []
+    while limit > 0:
+        chunk = os.read(fd, min(limit, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        limit -= len(chunk)
+    return b"".join(chunks)
 
-    if isinstance(node, CommentedMap):
-        out: dict[Any, Any] = {}
-        for key, value in node.items():
-            k = str(key) if isinstance(key, ScalarString) else key
-            line, col = node.lc.key(key)
-            here: Path_ = (*path, k)
-            src.positions[here] = Position(src.file, line + 1, col + 1)
-            vline, vcol = node.lc.value(key)
-            value_at: Path_ = (*here, "<value>")
-            src.positions[value_at] = Position(src.file, vline + 1, vcol + 1)
-            out[k] = _plain(value, here, src)
-        return out
-    if isinstance(node, CommentedSeq):
-        items = []
-        for i, value in enumerate(node):
-            line, col = node.lc.item(i)
-            item: Path_ = (*path, i)
-            src.positions[item] = Position(src.file, line + 1, col + 1)
-            items.append(_plain(value, item, src))
-        return items
-    if isinstance(node, ScalarString):
-        return str(node)
-    if type(node).__module__.startswith("ruamel"):
-        # ScalarFloat, ScalarInt, ScalarBoolean: keep the plain Python value.
-        if type(node).__name__ == "ScalarBoolean":
-            return bool(node)
-        for plain in (int, float):
-            if isinstance(node, plain):
-                return plain(node)
-    return node
+
+def _too_big() -> str:
+    return f"larger than {MAX_BYTES // 2**20} MiB: an inventory is a small text file"
+
+
+def _check_text(text: str, file: str) -> None:
+    if len(text) > MAX_BYTES // 4 and len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
+        raise YamlError(Position(file, 1, 1), _too_big())
+    bad = _NOT_YAML.search(text)
+    if bad:
+        i = bad.start()
+        line, col = text.count("\n", 0, i) + 1, i - text.rfind("\n", 0, i)
+        raise YamlError(
+            Position(file, line, col),
+            f"character U+{ord(bad.group()):04X} is not allowed in YAML "
+            "(binary data or a control character): remove it",
+        )

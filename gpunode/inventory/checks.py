@@ -1,0 +1,107 @@
+"""Validators for inventory values that leave gpunode: URLs, addresses, install paths.
+
+Each returns the value (an address without its IPv6 brackets) or raises ValueError with
+what is wrong and what to write; pydantic turns that into a file:line message.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import posixpath
+import re
+from urllib.parse import urlsplit
+
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOSTNAME = re.compile(rf"\A{_LABEL}(?:\.{_LABEL})*\.?\Z")
+# RFC 3986's characters: no space, quote, backslash, backtick, braces or controls.
+_URL_CHARS = re.compile(r"\A[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]+\Z")
+# A conda install over one of these (or inside a virtual file system) wrecks the host.
+_SYSTEM = {
+    "/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32",
+    "/media", "/mnt", "/opt", "/proc", "/root", "/run", "/sbin", "/snap", "/srv", "/sys",
+    "/tmp", "/usr", "/var", "/usr/bin", "/usr/lib", "/usr/lib64", "/usr/libexec",
+    "/usr/local", "/usr/sbin", "/usr/share", "/usr/include", "/usr/src", "/var/lib",
+    "/var/log", "/var/cache", "/var/tmp",
+}  # fmt: skip
+_VIRTUAL = ("/proc/", "/sys/", "/dev/", "/run/", "/boot/")
+
+
+def hostname_or_ip(value: str) -> str | None:
+    """`value` as a connectable host (IPv6 without brackets), or None."""
+    if value.startswith("[") and value.endswith("]"):
+        inner = value[1:-1]
+        return inner if ":" in inner and _ip(inner) else None
+    if _ip(value):
+        return value
+    last = value.rstrip(".").rsplit(".", 1)[-1]
+    # An all-digit last label is a mistyped IPv4 address, not a name (RFC 3696).
+    if len(value) <= 253 and _HOSTNAME.match(value) and not last.isdigit():
+        return value
+    return None
+
+
+def _ip(value: str) -> bool:
+    if "%" in value:  # a scope id (fe80::1%eth0): `%` is an ssh_config expansion
+        return False
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True
+
+
+def host_address(value: str) -> str:
+    found = hostname_or_ip(value)
+    if found is None:
+        raise ValueError(
+            f"{value!r} is not a hostname, IPv4 or IPv6 address: write e.g. gpu-01.lab, "
+            "192.0.2.10 or 2001:db8::10 (no spaces, quotes, `%`, `$` or a leading `-`)"
+        )
+    return found
+
+
+def http_url(value: str, query: bool = True) -> str:
+    shown = re.sub(r"//[^/@]*@", "//***@", value)  # never echo a password
+    if not _URL_CHARS.match(value):
+        raise ValueError(
+            f"{shown!r} is not a URL: no whitespace, quotes or control characters "
+            "(percent-encode them)"
+        )
+    if not value.startswith(("https://", "http://")):
+        raise ValueError(f"{shown!r}: write an absolute URL starting with https://")
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018  (raises on a bad port)
+    except ValueError as exc:
+        raise ValueError(f"{shown!r} is not a URL ({exc})") from None
+    if "@" in parts.netloc:
+        raise ValueError(
+            "the URL holds credentials (user:password@), which would end up in logs and "
+            "apt sources: remove them and give the mirror its credentials another way "
+            "(e.g. /etc/apt/auth.conf.d)"
+        )
+    netloc = parts.netloc
+    host = netloc[: netloc.find("]") + 1] if netloc.startswith("[") else netloc.split(":")[0]
+    if hostname_or_ip(host) is None:
+        raise ValueError(f"{shown!r}: the URL needs a valid host name or address")
+    if not query and ("?" in value or "#" in value):
+        raise ValueError(
+            f"{shown!r}: a repository URL takes no ?query or #fragment (paths are appended)"
+        )
+    return value
+
+
+def conda_prefix(value: str) -> str:
+    if not value.startswith("/") or value.startswith("//") or posixpath.normpath(value) != value:
+        raise ValueError(
+            f"{value!r}: write an absolute, normalized path such as /opt/conda "
+            "(no trailing /, `.` or `..`)"
+        )
+    if not re.fullmatch(r"[A-Za-z0-9._+/-]+", value):
+        raise ValueError(f"{value!r}: use letters, digits and . _ + - / only (conda needs it)")
+    if value in _SYSTEM or value.startswith(_VIRTUAL):
+        raise ValueError(
+            f"{value!r} is a system directory: a conda install there would wreck the host; "
+            "use a directory of its own such as /opt/conda"
+        )
+    return value
