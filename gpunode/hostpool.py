@@ -13,7 +13,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, Literal, TypeVar
 
 from gpunode.events import Bus, HostConnected, HostConnecting, HostStatusChanged, HostUnreachable
-from gpunode.transport.base import HostUnreachableError, Transport, TransportError
+from gpunode.transport.base import (
+    HostKeyChangedError,
+    HostUnreachableError,
+    Transport,
+    TransportError,
+)
 from gpunode.transport.secret import Secret
 
 if TYPE_CHECKING:
@@ -29,6 +34,20 @@ class Outcome(Generic[T]):
     value: T | None = None
     error: str = ""
     seconds: float = 0.0
+    hostkey_changed: bool = False
+    """Unreachable because the host offered a key other than the known one (or a revoked
+    one): someone may be in between. Callers that know it report "hostkey-changed" (exit 5);
+    the others still see an unreachable host."""
+
+    @property
+    def state(self) -> Literal["ok", "unreachable", "failed", "hostkey-changed"]:
+        return "hostkey-changed" if self.hostkey_changed else self.status
+
+    @property
+    def summary(self) -> str:
+        """One line for a host without a value: "unreachable: why", or the key's message
+        ("host key changed for ...", "host key is revoked: ...")."""
+        return self.error if self.hostkey_changed else f"{self.status}: {self.error}"
 
 
 Opener = Callable[["Host", Secret | None], Transport]
@@ -54,7 +73,20 @@ def run_hosts(
     `become_password` is the -K password (None: each host's become_password_env).
     Returns one Outcome per host name, in the order given.
     """
-    from gpunode.transport.connect import become_password_for
+    from gpunode.transport.connect import become_password_for, take_become_passwords
+
+    if become_password is None:
+        take_become_passwords(hosts)  # out of the environment before any work starts
+
+    def unreachable(host: Host, exc: TransportError, start: float) -> Outcome[T]:
+        bus.emit(HostUnreachable(host.name, reason=str(exc)))
+        return Outcome(
+            host.name,
+            "unreachable",
+            error=str(exc),
+            seconds=time.monotonic() - start,
+            hostkey_changed=isinstance(exc, HostKeyChangedError),
+        )
 
     def one(host: Host) -> Outcome[T]:
         start = time.monotonic()
@@ -67,18 +99,12 @@ def run_hosts(
             try:
                 transport.connect()
             except TransportError as exc:
-                bus.emit(HostUnreachable(host.name, reason=str(exc)))
-                return Outcome(
-                    host.name, "unreachable", error=str(exc), seconds=time.monotonic() - start
-                )
+                return unreachable(host, exc, start)
             bus.emit(HostConnected(host.name, target=host.target, seconds=time.monotonic() - start))
             try:
                 value = work(transport, host)
             except HostUnreachableError as exc:
-                bus.emit(HostUnreachable(host.name, reason=str(exc)))
-                return Outcome(
-                    host.name, "unreachable", error=str(exc), seconds=time.monotonic() - start
-                )
+                return unreachable(host, exc, start)
             except Exception as exc:
                 return _failed(bus, host.name, str(exc) or type(exc).__name__, start)
             return Outcome(host.name, "ok", value=value, seconds=time.monotonic() - start)

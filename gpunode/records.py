@@ -3,16 +3,29 @@
 GPUNODE_STATE_DIR overrides platformdirs' user_state_dir("gpunode"). A record is
 written when the run starts (status "running") and rewritten when it ends, so a
 run whose controller was killed still leaves a trace. No secrets go in.
+
+Records are private: the state directory and its runs/ are 0700 (an existing one is
+tightened, with a warning when someone else owns it), each record is created 0600 (no
+window in which it is readable), and `--diff` never shows the content of a managed file
+that is not world-readable on the host, before or after (see `private_file_note`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
+import shlex
+import stat
+import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
 
 
 def state_dir() -> Path:
@@ -26,6 +39,120 @@ def state_dir() -> Path:
 
 def runs_dir() -> Path:
     return state_dir() / "runs"
+
+
+def _warn(message: str) -> None:
+    sys.stderr.write(f"gpunode: warning: {message}\n")
+    sys.stderr.flush()
+
+
+def _private_dir(path: Path) -> None:
+    """Make `path` (and missing parents) a directory only its owner can enter: created
+    0700; an existing one with group or other bits is set to 0700."""
+    if not path.is_dir():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(path, DIR_MODE)  # mode & ~umask: never wider than 0700
+    st = os.stat(path)
+    if st.st_uid != os.geteuid():
+        _warn(
+            f"{path} is owned by uid {st.st_uid}, not by you (uid {os.geteuid()}): "
+            "whoever owns it can read gpunode's run records; set GPUNODE_STATE_DIR to a "
+            "directory of your own"
+        )
+    if stat.S_IMODE(st.st_mode) & 0o077:
+        if st.st_mode & stat.S_ISVTX:
+            _warn(
+                f"{path} is a shared directory (mode {stat.S_IMODE(st.st_mode):04o}): left as "
+                "it is; set GPUNODE_STATE_DIR to a directory of your own"
+            )
+            return
+        try:
+            os.chmod(path, DIR_MODE)
+        except OSError as exc:
+            _warn(
+                f"{path} has mode {stat.S_IMODE(st.st_mode):04o} and cannot be made 0700 "
+                f"({exc.strerror}): other users may read the run records in it"
+            )
+            return
+        for old in path.glob("*.json"):  # records written before records were private
+            with contextlib.suppress(OSError):
+                if old.stat().st_uid == os.geteuid():
+                    os.chmod(old, FILE_MODE)
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write `path` atomically, created 0600 (never wider), through a temporary file that
+    no one else can have planted (O_EXCL, O_NOFOLLOW)."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(tmp, flags, FILE_MODE)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def world_readable(mode: int | None) -> bool:
+    return mode is not None and bool(mode & stat.S_IROTH)
+
+
+_CHMOD_FLAGS = frozenset(
+    {"-R", "-v", "-c", "-f", "--recursive", "--verbose", "--changes", "--silent", "--quiet"}
+)
+
+
+def _octal(spec: str) -> int | None:
+    try:
+        return int(spec, 8)
+    except ValueError:
+        return None  # symbolic (u+r, -w...), --reference=...: unknown
+
+
+def _chmod_modes(commands: Iterable[str]) -> list[int | None]:
+    """The modes that `chmod [flags] [--] MODE` and `install -m MODE` in these commands set
+    (None for one that cannot be read as octal: symbolic, or a command that cannot be split)."""
+    modes: list[int | None] = []
+    for command in commands:
+        try:
+            words = shlex.split(command)
+        except ValueError:
+            modes.append(None)
+            continue
+        for i, word in enumerate(words):
+            if word == "chmod":
+                rest = words[i + 1 :]
+                while rest and rest[0] in _CHMOD_FLAGS:
+                    rest = rest[1:]
+                if rest and rest[0] == "--":
+                    rest = rest[1:]
+                modes.append(_octal(rest[0]) if rest else None)
+            elif word == "-m" and "install" in words[:i]:
+                modes.append(_octal(words[i + 1]) if i + 1 < len(words) else None)
+            elif word.startswith("--mode=") or (word.startswith("-m") and "install" in words[:i]):
+                modes.append(_octal(word.split("=", 1)[1] if "=" in word else word[2:]))
+    return modes
+
+
+def private_file_note(current_mode: int | None, commands: Iterable[str]) -> str:
+    """For `--diff` of a managed file: "" when its content may be recorded, else the note
+    recorded instead of it.
+
+    The content is left out when the file on the host is not world-readable now
+    (`current_mode`, None when it does not exist), or when the change sets a mode that is
+    not world-readable (or one that cannot be read, symbolic say)."""
+    modes = _chmod_modes(commands)
+    if current_mode is not None and not world_readable(current_mode):
+        return f"(content of a {current_mode & 0o7777:04o} file not recorded)\n"
+    for m in modes:
+        if not world_readable(m):
+            shown = f"{m & 0o7777:04o}" if m is not None else "symbolic-mode"
+            return f"(content of a {shown} file not recorded)\n"
+    return ""
 
 
 class Record:
@@ -44,12 +171,14 @@ class Record:
             "exit_code": None,
             "hosts": {},
         }
+        self._dirs_checked = False
 
     def save(self) -> Path:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.data, indent=2, default=str) + "\n", encoding="utf-8")
-        os.replace(tmp, self.path)
+        if not self._dirs_checked:
+            _private_dir(self.path.parent.parent)
+            _private_dir(self.path.parent)
+            self._dirs_checked = True
+        _write_private(self.path, json.dumps(self.data, indent=2, default=str) + "\n")
         return self.path
 
     def finish(self, hosts: dict[str, Any], exit_code: int, seconds: float) -> Path:

@@ -83,15 +83,18 @@ def apply(
     """Converge each host to its declared stack, then run its smoke tests.
 
     Exit status: 0 every host converged, 2 a host failed, 4 a host unreachable,
-    1 bad usage (no --yes outside a terminal), 2 bad inventory.
+    5 a host's key changed (or is revoked), 1 bad usage (no --yes outside a terminal),
+    2 bad inventory.
     """
     from gpunode.events import Bus
     from gpunode.execute import Options
     from gpunode.resolve.index import RepoVersions
     from gpunode.roles import search_path
+    from gpunode.transport.connect import take_become_passwords
     from gpunode.transport.secret import Secret
 
     _, hosts = load_selected(inventory, limit)
+    take_become_passwords(hosts)  # out of the environment before any child process starts
     tty = sys.stdin.isatty() and sys.stdout.isatty()
     if not (yes or check or as_json) and not tty:
         click.echo(
@@ -274,7 +277,7 @@ def _confirm(hosts: list[Host], opts: Any, password: Secret | None, forks: int |
     pending = 0
     for name, o in outcomes.items():
         if o.value is None:
-            click.echo(f"{name}: {o.status}: {o.error}")
+            click.echo(f"{name}: {o.summary}")
         else:
             click.echo(plan_text(o.value, commands=False))
             pending += len(o.value.changes)

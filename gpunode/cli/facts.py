@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from gpunode.facts.model import HostFacts
 
 EXIT_UNREACHABLE = 4
+EXIT_HOSTKEY = 5  # as gpunode.execute.result (not imported: `facts --help` stays light)
 
 
 @click.command("facts")
@@ -28,22 +29,26 @@ def facts(inventory: str, limit: str | None, as_json: bool, forks: int,
           ask_become_pass: bool) -> None:  # fmt: skip
     """Gather what each host has: OS, GPUs, driver, packages, CUDA, cuDNN, NCCL, conda.
 
-    Exit status: 0 every host gathered, 4 some host unreachable or failed, 2 bad input.
+    Exit status: 0 every host gathered, 4 some host unreachable or failed, 5 a host's key
+    changed (or is revoked; before 4), 2 bad input.
     """
     from gpunode.events import Bus
     from gpunode.facts.gather import gather_all
+    from gpunode.transport.connect import take_become_passwords
     from gpunode.transport.secret import Secret
 
     _, hosts = load_selected(inventory, limit)
+    take_become_passwords(hosts)  # out of the environment before any child process starts
     password = None
     if ask_become_pass:
         password = Secret(click.prompt("sudo password", hide_input=True, err=True))
     outcomes = gather_all(hosts, bus=Bus(), forks=forks, become_password=password)
     bad = [o for o in outcomes.values() if o.status != "ok"]
+    hostkey = [name for name, o in outcomes.items() if o.hostkey_changed]
     if as_json:
         doc: dict[str, Any] = {}
         for name, o in outcomes.items():
-            entry: dict[str, Any] = {"status": o.status, "seconds": round(o.seconds, 3)}
+            entry: dict[str, Any] = {"status": o.state, "seconds": round(o.seconds, 3)}
             if o.value is not None:
                 entry["facts"] = o.value.model_dump(mode="json")
             if o.error:
@@ -54,15 +59,19 @@ def facts(inventory: str, limit: str | None, as_json: bool, forks: int,
         for name, o in outcomes.items():
             if o.value is not None:
                 click.echo(render(name, o.value))
+            elif o.hostkey_changed:
+                click.echo(f"{name}: HOST KEY CHANGED: {o.error}\n")
             else:
                 click.echo(f"{name}: {o.status.upper()}: {o.error}\n")
         n = len(outcomes)
+        others = len(bad) - len(hostkey)
         click.echo(
             f"{n - len(bad)} of {n} host{'s' if n != 1 else ''} gathered"
-            + (f"; {len(bad)} unreachable or failed" if bad else ""),
+            + (f"; host key changed on {', '.join(hostkey)}: refused" if hostkey else "")
+            + (f"; {others} unreachable or failed" if others else ""),
             err=True,
         )
-    sys.exit(EXIT_UNREACHABLE if bad else 0)
+    sys.exit(EXIT_HOSTKEY if hostkey else EXIT_UNREACHABLE if bad else 0)
 
 
 def _gib(n: int | None) -> str:

@@ -51,19 +51,26 @@ def plan(
     """Read every host (one round trip each) and show what `apply` would change.
 
     Exit status: 0 nothing to do (or changes pending without --detailed-exitcode),
-    2 a host refused or failed, 4 a host unreachable, 3 changes pending with
-    --detailed-exitcode.
+    2 a host refused or failed, 4 a host unreachable, 5 a host's key changed (or is
+    revoked), 3 changes pending with --detailed-exitcode. Several: 5 > 2 > 4.
     """
     from gpunode.events import Bus
     from gpunode.execute.host import HostRun, Options
-    from gpunode.execute.result import EXIT_FAILED, EXIT_PENDING, EXIT_UNREACHABLE
+    from gpunode.execute.result import (
+        EXIT_FAILED,
+        EXIT_HOSTKEY,
+        EXIT_PENDING,
+        EXIT_UNREACHABLE,
+    )
     from gpunode.hostpool import run_hosts
     from gpunode.resolve.index import RepoVersions
     from gpunode.roles import search_path
+    from gpunode.transport.connect import take_become_passwords
     from gpunode.transport.secret import Secret
     from gpunode.views.planview import plan_text
 
     _, hosts = load_selected(inventory, limit)
+    take_become_passwords(hosts)  # out of the environment before any child process starts
     password = None
     if ask_become_pass:
         password = Secret(click.prompt("sudo password", hide_input=True, err=True))
@@ -78,15 +85,19 @@ def plan(
     )
     refused: list[str] = []
     unreachable: list[str] = []
+    hostkey: list[str] = []
     pending = False
     doc: dict[str, Any] = {}
     for name, o in outcomes.items():
         p = o.value
         if p is None:
-            (unreachable if o.status == "unreachable" else refused).append(name)
-            doc[name] = {"status": o.status, "error": o.error}
+            if o.hostkey_changed:
+                hostkey.append(name)
+            else:
+                (unreachable if o.status == "unreachable" else refused).append(name)
+            doc[name] = {"status": o.state, "error": o.error}
             if not as_json:
-                click.echo(f"{name}: {o.status}: {o.error}")
+                click.echo(f"{name}: {o.summary}")
             continue
         if p.refused is not None:
             refused.append(name)
@@ -97,7 +108,9 @@ def plan(
     if as_json:
         click.echo(json.dumps({"hosts": doc}, indent=2))
     else:
-        click.echo(_summary(doc, refused, unreachable), err=True)
+        click.echo(_summary(doc, refused, unreachable, hostkey), err=True)
+    if hostkey:
+        sys.exit(EXIT_HOSTKEY)
     if refused:
         sys.exit(EXIT_FAILED)
     if unreachable:
@@ -105,10 +118,15 @@ def plan(
     sys.exit(EXIT_PENDING if pending and detailed_exitcode else 0)
 
 
-def _summary(doc: dict[str, Any], refused: list[str], unreachable: list[str]) -> str:
+def _summary(
+    doc: dict[str, Any], refused: list[str], unreachable: list[str], hostkey: list[str]
+) -> str:
     n = sum(len(v.get("changes", [])) for v in doc.values())
-    planned = len(doc) - len(refused) - len(unreachable)
+    planned = len(doc) - len(refused) - len(unreachable) - len(hostkey)
     parts = [f"{n} change{'s' * (n != 1)} pending on {planned} host{'s' * (planned != 1)}"]
+    if hostkey:
+        k, names = len(hostkey), ", ".join(hostkey)
+        parts.append(f"host key changed on {k} host{'s' * (k != 1)}: refused ({names})")
     if refused:
         parts.append(f"{len(refused)} refused or failed ({', '.join(refused)})")
     if unreachable:

@@ -21,7 +21,11 @@ def report(run: str | None, list_runs: bool, as_json: bool) -> None:
         for path in records.list_runs():
             data = records.load_run(path)
             hosts = data.get("hosts", {})
-            failed = sum(1 for h in hosts.values() if h.get("status") in ("failed", "unreachable"))
+            failed = sum(
+                1
+                for h in hosts.values()
+                if h.get("status") in ("failed", "unreachable", "hostkey-changed")
+            )
             click.echo(
                 f"{data['id']}  {data.get('command', '?'):<6} {data.get('status'):<9} "
                 f"exit={data.get('exit_code')}  {len(hosts)} hosts, {failed} not converged"

@@ -14,6 +14,7 @@ from gpunode.cli.common import inventory_argument, json_option, limit_option, lo
 TESTS = ("nvidia-smi", "cuda-vectoradd", "torch", "torch-matmul", "tensorflow", "nccl-allreduce")
 EXIT_FAILED = 2
 EXIT_UNREACHABLE = 4
+EXIT_HOSTKEY = 5  # a host's key changed or is revoked (before 2 and 4)
 
 
 @click.command()
@@ -55,19 +56,25 @@ def smoke(
     step), TensorFlow, and an NCCL all-reduce; measurements are graded against the GPU
     model's expected figures. Tests run on the host with its own pythons; nothing is installed.
 
-    Exit codes: 0 no test failed, 2 a test failed, 4 a host unreachable.
+    Exit codes: 0 no test failed, 2 a test failed, 4 a host unreachable, 5 a host's key
+    changed (or is revoked).
     """
     from gpunode.events import Bus, RunFinished, RunStarted
     from gpunode.smoke.report import render
     from gpunode.smoke.runner import smoke_hosts
+    from gpunode.transport.connect import take_become_passwords
+    from gpunode.transport.hostkeys import names_key_change
 
     start = time.monotonic()
     _, hosts = load_selected(inventory, limit)
+    take_become_passwords(hosts)  # out of the environment before any child process starts
     bus = Bus()
     bus.emit(RunStarted("", command="smoke", hosts=tuple(h.name for h in hosts)))
     results = smoke_hosts(hosts, bus, only=only, pythons=pythons, forks=forks)
     code = 0
-    if any(r.unreachable is not None for r in results):
+    if any(r.unreachable is not None and names_key_change(r.unreachable) for r in results):
+        code = EXIT_HOSTKEY
+    elif any(r.unreachable is not None for r in results):
         code = EXIT_UNREACHABLE
     elif any(r.failed for r in results):
         code = EXIT_FAILED

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -9,9 +10,11 @@ from typing import Any, Literal
 EXIT_FAILED = 2  # a host failed, or its stack was refused
 EXIT_PENDING = 3  # plan --detailed-exitcode: changes pending, no host failed
 EXIT_UNREACHABLE = 4
+EXIT_HOSTKEY = 5  # a host's key changed (or is revoked): someone may be in between
 EXIT_INTERRUPTED = 130  # the user quit the terminal UI before the run finished
+# When hosts end differently: host key changed (5) > failed (2) > unreachable (4).
 
-HostOutcome = Literal["ok", "changed", "failed", "unreachable", "skipped"]
+HostOutcome = Literal["ok", "changed", "failed", "unreachable", "hostkey-changed", "skipped"]
 
 
 @dataclass
@@ -75,9 +78,16 @@ class RunResult:
 
     @property
     def exit_code(self) -> int:
-        states = {r.status for r in self.hosts.values()}
-        if "failed" in states:
-            return EXIT_FAILED
-        if "unreachable" in states:
-            return EXIT_UNREACHABLE
-        return 0
+        return exit_code_for(r.status for r in self.hosts.values())
+
+
+def exit_code_for(statuses: Iterable[str]) -> int:
+    """The run's exit status from its hosts': host key changed > failed > unreachable."""
+    states = set(statuses)
+    if "hostkey-changed" in states:
+        return EXIT_HOSTKEY
+    if "failed" in states:
+        return EXIT_FAILED
+    if "unreachable" in states:
+        return EXIT_UNREACHABLE
+    return 0

@@ -69,10 +69,10 @@ def apply(
             else:
                 r = HostResult(h.name, "failed", o.error, seconds=round(o.seconds, 3))
                 if o.status == "unreachable":
-                    r.status = "unreachable"
+                    r.status = "hostkey-changed" if o.hostkey_changed else "unreachable"
             results[h.name] = r
             _finished(bus, r)
-            if r.status in ("failed", "unreachable"):
+            if r.status in ("failed", "unreachable", "hostkey-changed"):
                 failed += 1
         if max_fail is not None and hosts and 100.0 * failed / len(hosts) > max_fail:
             aborted = True
@@ -82,10 +82,13 @@ def apply(
 
 
 def _finished(bus: Bus, r: HostResult) -> None:
+    # The events (and the views built on them) know no "hostkey-changed": such a host
+    # finishes as unreachable there, its message saying "host key changed"/"is revoked";
+    # the recap, the record and the exit code (5) have the real status.
     bus.emit(
         HostFinished(
             r.host,
-            status=r.status,
+            status="unreachable" if r.status == "hostkey-changed" else r.status,
             ok=r.ok,
             changed=r.changed,
             failed=r.failed,

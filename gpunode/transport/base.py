@@ -23,6 +23,20 @@ class HostUnreachableError(TransportError):
     pass
 
 
+class HostKeyError(HostUnreachableError):
+    """The host's key is unknown (strict), changed or revoked: the host is refused."""
+
+
+class HostKeyChangedError(HostKeyError):
+    """The host offered a key other than the one known for it: someone may be in between.
+
+    Its own host status ("hostkey-changed") and exit code (5), unlike an unknown key."""
+
+
+class HostKeyRevokedError(HostKeyChangedError):
+    """The host offered a key that a `@revoked` line lists."""
+
+
 class CommandTimeoutError(TransportError):
     pass
 

@@ -2,24 +2,42 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from gpunode.transport.base import Transport
-from gpunode.transport.secret import Secret
+from gpunode.transport.secret import Secret, take_from_env
 
 if TYPE_CHECKING:
     from gpunode.inventory.model import Host
 
 
 def become_password_for(host: Host, prompted: Secret | None = None) -> Secret | None:
-    """The sudo password: the one typed at -K, else the host's become_password_env."""
+    """The sudo password: the one typed at -K, else the host's become_password_env
+    (taken out of the environment on first read: see Secret.from_env)."""
     if prompted is not None:
         return prompted
     return Secret.from_env(host.become_password_env)
 
 
+def take_become_passwords(hosts: Iterable[Host]) -> None:
+    """Take every host's become_password_env out of the environment now, before anything
+    starts a child process that would inherit it."""
+    take_from_env({h.become_password_env for h in hosts if h.become_password_env})
+
+
 def open_transport(host: Host, *, become_password: Secret | None = None) -> Transport:
-    """A transport for `host`, not yet connected (call .connect())."""
+    """A transport for `host`, not yet connected (call .connect()); with `become: none`
+    it never uses sudo."""
+    t = _open(host, become_password)
+    if host.become == "none":
+        from gpunode.transport.nobecome import NoBecome
+
+        return NoBecome(t)
+    return t
+
+
+def _open(host: Host, become_password: Secret | None) -> Transport:
     if host.connection == "local":
         from gpunode.transport.local import LocalTransport
 

@@ -1,25 +1,63 @@
-"""Host key policies: `strict` refuses unknown keys, `accept-new` records a first key.
+"""Host keys: known_hosts files read as OpenSSH reads them, and the policies for a new key.
 
-A changed key is refused under both (paramiko raises BadHostKeyException before any
-policy runs; `describe_changed` words it). Never AutoAddPolicy: these policies
-either refuse or append one line to the inventory's known_hosts file.
+`strict` refuses unknown keys, `accept-new` records a first key. A changed key is
+refused under both (paramiko raises BadHostKeyException before any policy runs;
+`describe_changed` words it). Never AutoAddPolicy: these policies either refuse or
+append one line to the inventory's known_hosts file.
+
+known_hosts is parsed here rather than by paramiko's HostKeys.load, which stops the
+whole run on a line it does not understand (`@cert-authority`, `@revoked`, bad base64):
+
+- `@revoked` lines: that key is refused for every host ("must not ever be accepted",
+  sshd(8)), even where a plain line also lists it;
+- `@cert-authority` lines: paramiko cannot verify host certificates, so they are skipped;
+  a host they cover that has no plain key of its own is refused (strict) with a message
+  saying so;
+- plain lines: host patterns with `*`, `?` and `!negation`, hashed names (`|1|`), several
+  names per line; unparseable lines are skipped, as OpenSSH does.
+
+The inventory's file (default ~/.ssh/known_hosts) is read, then the global files
+(/etc/ssh/ssh_known_hosts, /etc/ssh/ssh_known_hosts2) as OpenSSH's
+GlobalKnownHostsFile. New keys are only ever appended to the inventory's file.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
+import hmac
 import os
+import re
 import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import paramiko
 
-from gpunode.transport.base import HostUnreachableError
+from gpunode.transport.base import HostKeyChangedError, HostKeyError, HostKeyRevokedError
 
+__all__ = [
+    "GLOBAL_KNOWN_HOSTS",
+    "AcceptNewPolicy",
+    "HostKeyChangedError",
+    "HostKeyError",
+    "HostKeyRevokedError",
+    "KnownHosts",
+    "StrictPolicy",
+    "describe_changed",
+    "describe_revoked",
+    "fingerprint",
+    "host_matches",
+    "known_hosts_line",
+    "known_hosts_name",
+    "names_key_change",
+    "policy_for",
+]
 
-class HostKeyError(HostUnreachableError):
-    """The host's key is unknown (strict) or changed: the host is refused."""
+GLOBAL_KNOWN_HOSTS: tuple[str, ...] = ("/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2")
+"""OpenSSH's GlobalKnownHostsFile default; read after the inventory's file."""
 
 
 def fingerprint(key: paramiko.PKey) -> str:
@@ -35,14 +73,197 @@ def known_hosts_line(hostname: str, port: int, key: paramiko.PKey) -> str:
     return f"{known_hosts_name(hostname, port)} {key.get_name()} {key.get_base64()}"
 
 
-class StrictPolicy(paramiko.MissingHostKeyPolicy):
-    def __init__(self, known_hosts_file: str) -> None:
+# -- reading known_hosts ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KnownLine:
+    path: str
+    lineno: int
+    marker: str  # "", "@revoked" or "@cert-authority"
+    patterns: str
+    keytype: str
+    blob: bytes
+
+    @property
+    def where(self) -> str:
+        return f"{self.path}:{self.lineno}"
+
+
+def _glob_re(pattern: str) -> re.Pattern[str]:
+    """An OpenSSH host pattern: `*` and `?` are wildcards, nothing else is special."""
+    parts = ("." if ch == "?" else ".*" if ch == "*" else re.escape(ch) for ch in pattern)
+    return re.compile("".join(parts), re.IGNORECASE | re.DOTALL)
+
+
+def _hashed_matches(entry: str, name: str) -> bool:
+    """`|1|salt|hmac`: HMAC-SHA1 of the name under the salt, compared in constant time."""
+    parts = entry.split("|")
+    if len(parts) != 4 or parts[1] != "1":
+        return False
+    try:
+        salt = base64.b64decode(parts[2], validate=True)
+        want = base64.b64decode(parts[3], validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    got = hmac.new(salt, name.encode(), hashlib.sha1).digest()
+    return hmac.compare_digest(got, want)
+
+
+def host_matches(patterns: str, name: str) -> bool:
+    """Whether a known_hosts line's host field covers `name` ("host" or "[host]:port").
+
+    Comma-separated patterns; a matching `!pattern` excludes the host whatever else
+    matches, as OpenSSH's match_hostname."""
+    if patterns.startswith("|"):
+        return _hashed_matches(patterns, name)
+    matched = False
+    for pattern in patterns.split(","):
+        negate = pattern.startswith("!")
+        if negate:
+            pattern = pattern[1:]
+        if pattern and _glob_re(pattern).fullmatch(name):
+            if negate:
+                return False
+            matched = True
+    return matched
+
+
+def _parse(path: str, lineno: int, text: str) -> KnownLine | None:
+    fields = text.split()
+    if not fields or fields[0].startswith("#"):
+        return None
+    marker = ""
+    if fields[0].startswith("@"):
+        marker, fields = fields[0].lower(), fields[1:]
+        if marker not in ("@revoked", "@cert-authority"):
+            return None  # OpenSSH ignores lines with a marker it does not know
+    if len(fields) < 3:
+        return None
+    patterns, keytype, b64 = fields[:3]
+    try:
+        blob = base64.b64decode(b64, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return KnownLine(path, lineno, marker, patterns, keytype, blob)
+
+
+@dataclass
+class KnownHosts:
+    """Every usable line of the known_hosts files, in the order read."""
+
+    lines: list[KnownLine] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, paths: Sequence[str], optional: Sequence[str] = ()) -> KnownHosts:
+        """Read the files that exist: OSError for one of `paths` that cannot be read; one of
+        `optional` that cannot be read is passed over, as ssh does with its global files."""
+        known = cls()
+        for p in [*paths, *optional]:
+            full = os.path.expanduser(p)
+            try:
+                fh = open(full, encoding="utf-8", errors="replace")  # noqa: SIM115
+            except FileNotFoundError:
+                continue
+            except OSError:
+                if p in paths:
+                    raise
+                continue
+            with fh:
+                for lineno, text in enumerate(fh, 1):
+                    line = _parse(full, lineno, text)
+                    if line is not None:
+                        known.lines.append(line)
+            known.files.append(full)
+        return known
+
+    @classmethod
+    def for_settings(cls, known_hosts_file: str) -> KnownHosts:
+        """The inventory's file (ssh.known_hosts_file), then the global ones."""
+        return cls.load([known_hosts_file], optional=GLOBAL_KNOWN_HOSTS)
+
+    def revoked(self, key: paramiko.PKey) -> KnownLine | None:
+        """The `@revoked` line listing this key, if any (whatever host it names)."""
+        blob = key.asbytes()
+        for line in self.lines:
+            if line.marker == "@revoked" and hmac.compare_digest(line.blob, blob):
+                return line
+        return None
+
+    def _revoked_blobs(self) -> set[bytes]:
+        return {line.blob for line in self.lines if line.marker == "@revoked"}
+
+    def plain_for(self, name: str) -> list[tuple[KnownLine, paramiko.PKey]]:
+        """The plain keys known for `name`, revoked ones left out, in file order."""
+        revoked = self._revoked_blobs()
+        out = []
+        for line in self.lines:
+            if line.marker or line.blob in revoked or not host_matches(line.patterns, name):
+                continue
+            try:
+                key = paramiko.PKey.from_type_string(line.keytype, line.blob)
+            except Exception:  # a key type paramiko lacks, or a bad blob: skipped, as ssh does
+                continue
+            out.append((line, key))
+        return out
+
+    def authorities_for(self, name: str) -> list[KnownLine]:
+        return [
+            line
+            for line in self.lines
+            if line.marker == "@cert-authority" and host_matches(line.patterns, name)
+        ]
+
+    def add_to(self, keys: paramiko.HostKeys, name: str) -> None:
+        """Put this host's plain keys (the first of each type) into paramiko's HostKeys,
+        under the exact name paramiko looks up."""
+        seen: set[str] = set()
+        for _, key in self.plain_for(name):
+            if key.get_name() not in seen:
+                seen.add(key.get_name())
+                keys.add(name, key.get_name(), key)
+
+    def line_of(self, name: str, key: paramiko.PKey) -> KnownLine | None:
+        blob = key.asbytes()
+        for line, _ in self.plain_for(name):
+            if line.blob == blob:
+                return line
+        return None
+
+
+# -- policies for a key not in known_hosts ------------------------------------------------------
+
+
+class _Policy(paramiko.MissingHostKeyPolicy):
+    def __init__(self, known_hosts_file: str, known: KnownHosts | None = None) -> None:
         self.known_hosts_file = known_hosts_file
+        self.known = known if known is not None else KnownHosts()
 
     def missing_host_key(
         self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
     ) -> None:
+        revoked = self.known.revoked(key)
+        if revoked is not None:
+            raise HostKeyRevokedError(describe_revoked(hostname, key, revoked))
+        self.unknown(client, hostname, key)
+
+    def unknown(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        raise NotImplementedError
+
+
+class StrictPolicy(_Policy):
+    def unknown(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
         line = f"{hostname} {key.get_name()} {key.get_base64()}"
+        cas = self.known.authorities_for(hostname)
+        if cas:
+            raise HostKeyError(
+                f"no plain host key for {hostname}: it is covered by the @cert-authority line "
+                f"at {cas[0].where}, but paramiko cannot verify host certificates: add the "
+                f"host's key, or set ssh.host_key_policy: accept-new to record it on first "
+                f"contact. It offered {key.get_name()} {fingerprint(key)}; if that is the "
+                f"host's real key, add this line to {self.known_hosts_file}:\n  {line}"
+            )
         raise HostKeyError(
             f"unknown host key for {hostname}: {key.get_name()} {fingerprint(key)}. "
             f"If that is the host's real key, add this line to {self.known_hosts_file}:\n"
@@ -54,15 +275,10 @@ class StrictPolicy(paramiko.MissingHostKeyPolicy):
 _append_lock = threading.Lock()
 
 
-class AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
+class AcceptNewPolicy(_Policy):
     """Record a first key into known_hosts (appending; the file's other lines are kept)."""
 
-    def __init__(self, known_hosts_file: str) -> None:
-        self.known_hosts_file = known_hosts_file
-
-    def missing_host_key(
-        self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
-    ) -> None:
+    def unknown(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
         path = Path(os.path.expanduser(self.known_hosts_file))
         line = f"{hostname} {key.get_name()} {key.get_base64()}\n"
         with _append_lock:
@@ -75,22 +291,52 @@ class AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
         client.get_host_keys().add(hostname, key.get_name(), key)
 
 
-def policy_for(name: str, known_hosts_file: str) -> paramiko.MissingHostKeyPolicy:
+def policy_for(
+    name: str, known_hosts_file: str, known: KnownHosts | None = None
+) -> paramiko.MissingHostKeyPolicy:
     if name == "strict":
-        return StrictPolicy(known_hosts_file)
+        return StrictPolicy(known_hosts_file, known)
     if name == "accept-new":
-        return AcceptNewPolicy(known_hosts_file)
+        return AcceptNewPolicy(known_hosts_file, known)
     raise ValueError(f"unknown host key policy {name!r}: use strict or accept-new")
 
 
+# -- messages -----------------------------------------------------------------------------------
+
+
+CHANGED_PREFIX = "host key changed for "
+REVOKED_PREFIX = "host key is revoked: "
+
+
+def names_key_change(message: str) -> bool:
+    """Whether an unreachable host's message is a changed or revoked key (for callers that
+    only kept the message, not the HostKeyChangedError)."""
+    return message.startswith((CHANGED_PREFIX, REVOKED_PREFIX))
+
+
 def describe_changed(
-    exc: paramiko.BadHostKeyException, hostname: str, port: int, known_hosts_file: str
+    exc: paramiko.BadHostKeyException,
+    hostname: str,
+    port: int,
+    known_hosts_file: str,
+    known: KnownHosts | None = None,
 ) -> str:
+    name = known_hosts_name(hostname, port)
+    where = known.line_of(name, exc.expected_key) if known is not None else None
+    at = f" ({where.where})" if where is not None else ""
     return (
-        f"host key for {known_hosts_name(hostname, port)} has CHANGED: "
-        f"known {exc.expected_key.get_name()} {fingerprint(exc.expected_key)}, "
-        f"offered {exc.key.get_name()} {fingerprint(exc.key)}. Someone may be intercepting "
+        f"{CHANGED_PREFIX}{name}: known_hosts has "
+        f"{exc.expected_key.get_name()} {fingerprint(exc.expected_key)}{at}, the host offered "
+        f"{exc.key.get_name()} {fingerprint(exc.key)}. Someone may be intercepting "
         f"the connection, or the host was reinstalled. If the new key is right, remove the old "
-        f"line from {known_hosts_file} (ssh-keygen -R '{known_hosts_name(hostname, port)}"
-        f"' -f {known_hosts_file}) and add:\n  {known_hosts_line(hostname, port, exc.key)}"
+        f"line from {known_hosts_file} (ssh-keygen -R '{name}' -f {known_hosts_file}) and add:\n"
+        f"  {known_hosts_line(hostname, port, exc.key)}"
+    )
+
+
+def describe_revoked(name: str, key: paramiko.PKey, line: KnownLine) -> str:
+    return (
+        f"{REVOKED_PREFIX}{name} offered {key.get_name()} {fingerprint(key)}, which the "
+        f"@revoked line at {line.where} lists; refused. Someone may be using a stolen key, "
+        "or the host still has a key that was retired."
     )

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from gpunode.transport.base import CommandResult, OutputCallback, TransportError, join
 from gpunode.transport.become import Become, env_prefix, read_with_sudo
 from gpunode.transport.driver import drive
-from gpunode.transport.secret import Secret
+from gpunode.transport.secret import Secret, child_env
 
 
 class _LocalProcess:
@@ -26,6 +26,7 @@ class _LocalProcess:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,  # so a timeout can kill the whole process group
+            env=child_env(),  # never the sudo password's variable
         )
         assert self._p.stdout and self._p.stderr
         self._sel = selectors.DefaultSelector()

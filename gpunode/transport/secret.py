@@ -1,8 +1,19 @@
-"""A value that must never be printed: sudo passwords."""
+"""A value that must never be printed: sudo passwords.
+
+A password named by `become_password_env` is read from the environment once and then
+removed from it (`os.environ`, hence the C environment too), so that no process gpunode
+starts afterwards (local commands, helpers) inherits it. `child_env` is
+the environment for children, without any variable a password was taken from.
+"""
 
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Iterable
+
+_taken: dict[str, Secret] = {}
+_lock = threading.Lock()
 
 
 class Secret:
@@ -33,8 +44,29 @@ class Secret:
 
     @classmethod
     def from_env(cls, name: str | None) -> Secret | None:
-        """The password in environment variable `name`, or None if unset or empty."""
+        """The password in environment variable `name`, or None if unset or empty.
+
+        The first read takes the variable out of the environment; later reads get the
+        same password back (or a new one, if the variable was set again meanwhile)."""
         if not name:
             return None
-        value = os.environ.get(name)
-        return cls(value) if value else None
+        with _lock:
+            value = os.environ.pop(name, None)
+            if value is not None:
+                if value:
+                    _taken[name] = cls(value)
+                else:
+                    _taken.pop(name, None)
+            return _taken.get(name)
+
+
+def take_from_env(names: Iterable[str | None]) -> None:
+    """Read (and so remove) each named password now, before any child process starts."""
+    for name in names:
+        Secret.from_env(name)
+
+
+def child_env() -> dict[str, str]:
+    """The environment for a child process: this one without the password variables."""
+    with _lock:
+        return {k: v for k, v in os.environ.items() if k not in _taken}

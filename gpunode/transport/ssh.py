@@ -29,7 +29,16 @@ from gpunode.transport.base import (
 )
 from gpunode.transport.become import Become, env_prefix, read_with_sudo
 from gpunode.transport.driver import drive
-from gpunode.transport.hostkeys import HostKeyError, describe_changed, policy_for
+from gpunode.transport.hostkeys import (
+    HostKeyChangedError,
+    HostKeyError,
+    HostKeyRevokedError,
+    KnownHosts,
+    describe_changed,
+    describe_revoked,
+    known_hosts_name,
+    policy_for,
+)
 from gpunode.transport.secret import Secret
 from gpunode.transport.sshconfig import Endpoint, load_config, resolve
 
@@ -172,15 +181,18 @@ class SSHTransport:
     ) -> paramiko.SSHClient:
         s = self.settings
         timeout = s.connect_timeout
-        known = os.path.expanduser(s.known_hosts_file)
+        name = known_hosts_name(ep.hostname, ep.port)
+        try:
+            known = KnownHosts.for_settings(s.known_hosts_file)
+        except OSError as exc:
+            sock.close()
+            raise HostUnreachableError(
+                f"cannot read known_hosts {exc.filename or s.known_hosts_file}: "
+                f"{exc.strerror or exc}"
+            ) from None
         client = paramiko.SSHClient()
-        if os.path.exists(known):
-            try:
-                client.get_host_keys().load(known)
-            except (OSError, paramiko.SSHException) as exc:
-                sock.close()
-                raise HostUnreachableError(f"cannot read {known}: {exc}") from None
-        client.set_missing_host_key_policy(policy_for(s.host_key_policy, s.known_hosts_file))
+        known.add_to(client.get_host_keys(), name)
+        client.set_missing_host_key_policy(policy_for(s.host_key_policy, s.known_hosts_file, known))
         ids = list(ep.identity_files or fallback_ids)
         try:
             client.connect(
@@ -201,8 +213,11 @@ class SSHTransport:
             raise
         except paramiko.BadHostKeyException as exc:
             client.close()
-            raise HostKeyError(
-                describe_changed(exc, ep.hostname, ep.port, s.known_hosts_file)
+            revoked = known.revoked(exc.key)
+            if revoked is not None:
+                raise HostKeyRevokedError(describe_revoked(name, exc.key, revoked)) from None
+            raise HostKeyChangedError(
+                describe_changed(exc, ep.hostname, ep.port, s.known_hosts_file, known)
             ) from None
         except paramiko.AuthenticationException as exc:
             client.close()

@@ -1,4 +1,6 @@
-"""The recap after a run, as Ansible's: ok / changed / failed / unreachable per host."""
+"""The recap after a run, as Ansible's: ok / changed / failed / unreachable per host.
+
+A host whose key changed counts as unreachable and says "host key changed" on its line."""
 
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ def recap_rows(run: RunResult) -> list[dict[str, Any]]:
                 "ok": r.ok,
                 "changed": r.changed,
                 "failed": r.failed + (1 if r.status == "failed" and not r.failed else 0),
-                "unreachable": 1 if r.status == "unreachable" else 0,
+                "unreachable": 1 if r.status in ("unreachable", "hostkey-changed") else 0,
+                "hostkey_changed": 1 if r.status == "hostkey-changed" else 0,
                 "skipped": 1 if r.status == "skipped" else 0,
                 "rebooted": r.rebooted,
                 "seconds": r.seconds,
@@ -37,7 +40,8 @@ def recap_text(run: RunResult) -> str:
             f"ok={r['ok']:<3} changed={r['changed']:<3} failed={r['failed']:<3} "
             f"unreachable={r['unreachable']:<2}"
         )
-        extra = " rebooted" if r["rebooted"] else ""
+        extra = " host key changed" if r["hostkey_changed"] else ""
+        extra += " rebooted" if r["rebooted"] else ""
         extra += " skipped" if r["skipped"] else ""
         line = f"{r['host']:<{width}}  {counts} {r['seconds']:6.1f}s{extra}"
         if r["message"]:

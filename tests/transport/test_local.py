@@ -72,3 +72,18 @@ def test_put_get(tmp_path: Path) -> None:
     assert t.get(str(p)) == b"new\x00data"
     t.put(b"x", str(p), sudo=True)
     assert p.read_bytes() == b"x" and not list(tmp_path.glob(".gpunode-*"))
+
+
+def test_become_none_never_asks_the_transport_for_sudo() -> None:
+    from gpunode.transport.nobecome import NoBecome
+
+    asked: list[bool] = []
+
+    class Recording(LocalTransport):
+        def run(self, command, *, sudo=False, **kw):  # type: ignore[no-untyped-def]
+            asked.append(sudo)
+            return super().run(command, **kw)
+
+    t = NoBecome(Recording())
+    assert t.run("id -u", sudo=True).ok
+    assert asked == [False]

@@ -16,7 +16,7 @@ import pytest
 
 from gpunode.inventory.model import SshSettings
 from gpunode.transport.base import BecomeError, CommandTimeoutError, HostUnreachableError
-from gpunode.transport.hostkeys import HostKeyError, fingerprint
+from gpunode.transport.hostkeys import HostKeyChangedError, HostKeyError, fingerprint
 from gpunode.transport.secret import Secret
 from gpunode.transport.ssh import SSHTransport
 
@@ -125,7 +125,7 @@ def test_accept_new_records_then_refuses_changed(ssh_server: SshServer, tmp_path
         t = SSHTransport(
             "t1", "127.0.0.1", ssh_server.settings(known_hosts_file=str(kh), host_key_policy=policy)
         )
-        with pytest.raises(HostKeyError, match="CHANGED"):
+        with pytest.raises(HostKeyChangedError, match="host key changed for"):
             t.connect()
     assert kh.read_text() == f"[127.0.0.1]:{ssh_server.port} {fake}\n"
 

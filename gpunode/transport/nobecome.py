@@ -1,0 +1,40 @@
+"""`become: none`: every command runs as the login user, sudo is never used."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpunode.transport.base import CommandResult, OutputCallback, Transport
+
+
+class NoBecome:
+    """Wraps a transport so that a request for root runs as the login user instead (who
+    is root already, or gets the change refused: see execute.host)."""
+
+    def __init__(self, inner: Transport) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    def connect(self) -> None:
+        self.inner.connect()
+
+    def run(
+        self,
+        command: str | Sequence[str],
+        *,
+        sudo: bool = False,
+        stdin: bytes | None = None,
+        timeout: float | None = None,
+        on_output: OutputCallback | None = None,
+        env: dict[str, str] | None = None,
+    ) -> CommandResult:
+        return self.inner.run(command, stdin=stdin, timeout=timeout, on_output=on_output, env=env)
+
+    def put(self, data: bytes, path: str, *, mode: int = 0o644, sudo: bool = False) -> None:
+        self.inner.put(data, path, mode=mode)
+
+    def get(self, path: str, *, sudo: bool = False) -> bytes:
+        return self.inner.get(path)
+
+    def close(self) -> None:
+        self.inner.close()
