@@ -65,14 +65,22 @@ def probes_for(
     host: Host,
     facts: HostFacts | None,
     search: tuple[Path, ...] | None = None,
+    *,
+    role_shell: bool = False,
 ) -> list[Probe]:
-    """The probes the roles need; with `facts` None, a guess made before reading the host."""
+    """The probes the roles need; with `facts` None, a guess made before reading the host.
+
+    Shell that a role wrote (Probe.role_shell: a command's `unless:`) is left out unless
+    `role_shell`, and then only with facts that do not refuse the host: `plan` and
+    `apply --check` run none of it, `apply` only on a host it is going to change."""
     if facts is None:
         key = (_shape(host), search or search_path(None))
         if key not in _GUESSED:
             _GUESSED[key] = tuple(_probes(host, None, key[1]))
-        return list(_GUESSED[key])
-    return _probes(host, facts, search or search_path(None))
+        return [p for p in _GUESSED[key] if not p.role_shell]
+    probes = _probes(host, facts, search or search_path(None))
+    shell = role_shell and refusal(host, facts) is None
+    return [p for p in probes if shell or not p.role_shell]
 
 
 def _probes(host: Host, facts: HostFacts | None, search: tuple[Path, ...]) -> list[Probe]:
@@ -210,17 +218,17 @@ def _one_transaction(a: Change, b: Change, lock_timeout: int) -> Change:
         task=f"{a.task}; {b.task}",
         reason=f"{a.reason}; {b.reason}",
         steps=(
-            *_joined(before, "apt-mark unhold "),
+            *_joined(before, "apt-mark unhold -- "),
             install_step(lock_timeout, targets),
-            *_joined(after, "apt-mark hold "),
+            *_joined(after, "apt-mark hold -- "),
         ),
         tags=tuple(dict.fromkeys(a.tags + b.tags)),
     )
 
 
 def _joined(steps: list[Step], prefix: str) -> list[Step]:
-    """`apt-mark hold a` and `apt-mark hold b c` as one `apt-mark hold a b c`, in place of
-    the first."""
+    """`apt-mark hold -- a` and `apt-mark hold -- b c` as one `apt-mark hold -- a b c`, in
+    place of the first."""
     args = [s.command[len(prefix) :] for s in steps if s.command.startswith(prefix)]
     out: list[Step] = []
     for s in steps:

@@ -6,6 +6,7 @@ hash, which probes the operations need, and (with facts) which changes to make.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,10 +103,11 @@ def walk(
         if only is not None and name not in only:
             continue
         role = find_role(name, search)
+        # The inventory's variables stay under `vars`: they never replace a role's defaults
+        # (a built-in role's versions, paths and package names are its own).
         ctx = dict(base)
         for key, value in role.defaults.items():
             ctx[key] = _render(value, ctx, f"{role.path / 'defaults.yaml'}: {key}")
-        ctx.update(host.stack.vars)
         for task in role.tasks:
             if not lenient:
                 yield from _task(role, task, ctx)
@@ -122,16 +124,17 @@ def _task(role: Role, task: Task, ctx: dict[str, Any], guess: bool = False) -> I
         known = ", ".join(sorted(OPERATIONS))
         raise RoleError(f"{task.position}: unknown op {task.op!r}: use one of {known}")
     items: list[Any] = [None]
+    where = f"{task.position} (task {task.name!r})"
     if task.loop is not None:
-        loop = _render(task.loop, ctx, f"{task.position}: loop")
+        loop = _render(task.loop, ctx, f"{where}: loop")
         items = list(loop.items()) if isinstance(loop, dict) else list(loop)
     for item in items:
         here = {**ctx, "item": item} if task.loop is not None else ctx
         if task.when is not None and not guess:
             cond = task.when if isinstance(task.when, str) else str(task.when)
-            if not _render("{{ " + cond + " }}", here, f"{task.position}: when"):
+            if not _render("{{ " + cond + " }}", here, f"{where}: when"):
                 continue
-        raw = _render(task.args, here, str(task.position))
+        raw = _render(task.args, here, where)
         if task.op == "template":
             src = raw.get("src")
             if not isinstance(src, str):
@@ -144,8 +147,23 @@ def _task(role: Role, task: Task, ctx: dict[str, Any], guess: bool = False) -> I
                 f"{'.'.join(str(p) for p in e['loc']) or 'args'}: {e['msg']}" for e in exc.errors()
             )
             raise RoleError(f"{task.position}: {task.op}: {problems}") from None
-        title = _render(task.name, here, f"{task.position}: name")
+        title = _render(task.name, here, f"{where}: name")
         yield Planned(role, task, op, args, here, str(title))
+
+
+# Roles render in a sandbox (gpunode.roles.render): what it refuses is named as such.
+_SANDBOX = "roles render in a Jinja sandbox, without Python internals or the controller"
+
+
+def _why(exc: Exception, ctx: dict[str, Any]) -> str:
+    from jinja2.exceptions import SecurityError, UndefinedError
+
+    if isinstance(exc, (SecurityError, OverflowError)):
+        return f"refused: {exc} ({_SANDBOX})"
+    name = re.match(r"'(\w+)' is undefined", str(exc)) if isinstance(exc, UndefinedError) else None
+    if name and name.group(1) in ctx.get("vars", {}):
+        return f"{exc}: the inventory's stack.vars are read as vars.{name.group(1)}"
+    return str(exc)
 
 
 def _render(value: Any, ctx: dict[str, Any], where: str) -> Any:
@@ -153,17 +171,17 @@ def _render(value: Any, ctx: dict[str, Any], where: str) -> Any:
 
     try:
         return render(value, ctx)
-    except jinja2.TemplateError as exc:
-        raise RoleError(f"{where}: {exc}") from None
+    except (jinja2.TemplateError, OverflowError) as exc:
+        raise RoleError(f"{where}: {_why(exc, ctx)}") from None
 
 
 def _template(role: Role, src: str, ctx: dict[str, Any], task: Task) -> str:
     import jinja2
 
+    where = f"{task.position} (task {task.name!r}): template {src!r}"
     try:
         return render_template(role.templates, src, ctx)
     except jinja2.TemplateNotFound:
-        where = f"{task.position}: template {src!r}"
         raise RoleError(f"{where} not found in {role.templates}") from None
-    except jinja2.TemplateError as exc:
-        raise RoleError(f"{role.templates / src}: {exc}") from None
+    except (jinja2.TemplateError, OverflowError) as exc:
+        raise RoleError(f"{role.templates / src} ({where}): {_why(exc, ctx)}") from None

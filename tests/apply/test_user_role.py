@@ -16,7 +16,7 @@ TASKS = """\
 - name: apt through the site proxy
   op: line_in_file
   path: /etc/site/apt.conf
-  line: 'Acquire::https::Proxy "{{ proxy }}";'
+  line: 'Acquire::https::Proxy "{{ vars.proxy }}";'
 
 - name: stamp the first converge
   op: command
@@ -31,11 +31,12 @@ TASKS = """\
 - name: who to call
   op: file
   path: /etc/site/contact
-  content: "{{ contact }}\\n"
+  content: "{{ vars.contact }}\\n"
   mode: "0640"
   owner: "root:adm"
 """
-# "proxy" is an example address; nothing connects to it
+# the inventory's stack.vars, read by the role as vars.NAME; "proxy" is an example address,
+# nothing connects to it
 VARS = {"proxy": "http://192.0.2.1:3128", "contact": "gpu-admins@example.org"}
 NO_STACK = {"driver": None, "cuda": None, "cudnn": None, "nccl": None, "cuda_env": False,
             "smoke": [], "conda": None}  # fmt: skip

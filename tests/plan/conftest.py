@@ -39,6 +39,8 @@ defaults:
     nvidia: http://127.0.0.1:8080/cuda/repos
     conda_installer: http://127.0.0.1:8080/conda/Miniconda3.sh
     pytorch_index: http://127.0.0.1:8080/whl
+    insecure_http: true
+    conda_installer_sha256: "1111111111111111111111111111111111111111111111111111111111111111"
   stack:
     driver: {branch: "550", flavor: open}
     cuda: {toolkits: ["12.4"], default: "12.4"}

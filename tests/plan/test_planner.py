@@ -47,9 +47,12 @@ def test_fresh_host_gets_every_role_in_order(host: Host, fresh: HostFacts) -> No
     # one root step: a private directory, the download, apt (which waits for the lock)
     assert cmds[0].startswith("d=$(mktemp -d /tmp/gpunode.XXXXXXXXXX) && trap ")
     assert (
-        ' && curl -fsSL --retry 3 -o "$d"/cuda-keyring_1.1-1_all.deb '
+        " && curl -fsSL --retry 3 --proto =http,https --proto-redir =http,https"
+        ' -o "$d"/cuda-keyring_1.1-1_all.deb -- '
         "http://127.0.0.1:8080/cuda/repos/ubuntu2204/x86_64/cuda-keyring_1.1-1_all.deb && "
-    ) in cmds[0]
+    ) in cmds[0]  # http allowed: the inventory says insecure_http (a lab)
+    # NVIDIA's published sha256 of the ubuntu2204 keyring package, checked before apt
+    assert "= d93190d50b98ad4699ff40f4f7af50f16a76dac3bb8da1eaaf366d47898ff8df ]" in cmds[0]
     assert cmds[0].endswith(
         "apt-get -y -q -o DPkg::Lock::Timeout=120 -o Dpkg::Options::=--force-confdef"
         " -o Dpkg::Options::=--force-confold --allow-downgrades install"
@@ -71,10 +74,10 @@ def test_fresh_host_gets_every_role_in_order(host: Host, fresh: HostFacts) -> No
     # apt's lists are refreshed once, before the first install after the repository change
     assert driver.steps[0].command.endswith("apt-get -q -o DPkg::Lock::Timeout=120 update")
     assert driver.steps[1].command.endswith(
-        "install 'nvidia-open-550=550.163.01-*' 'libnvidia-compute-550=550.163.01-*'"
+        "install -- 'nvidia-open-550=550.163.01-*' 'libnvidia-compute-550=550.163.01-*'"
         " cuda-toolkit-12-4"
     )
-    assert driver.steps[2].command == "apt-mark hold nvidia-open-550 libnvidia-compute-550"
+    assert driver.steps[2].command == "apt-mark hold -- nvidia-open-550 libnvidia-compute-550"
     assert len(driver.steps) == 3
     assert sum("apt-get -q -o DPkg::Lock::Timeout=120 update" in c for c in cmds) == 1
     # two apt transactions for the packages, one more for the keyring's local .deb
@@ -224,9 +227,9 @@ def test_550_loaded_570_wanted_upgrades_and_reboots_once(fresh: HostFacts) -> No
         "replaces held libnvidia-compute-550, nvidia-open-550; cuda-toolkit-12-8 missing"
     )
     # the old branch is unheld and removed in the same apt transaction
-    assert driver.commands[1] == "apt-mark unhold libnvidia-compute-550 nvidia-open-550"
+    assert driver.commands[1] == "apt-mark unhold -- libnvidia-compute-550 nvidia-open-550"
     assert driver.commands[2].endswith(
-        "install 'nvidia-open-570=570.195.03-*' 'libnvidia-compute-570=570.195.03-*' "
+        "install -- 'nvidia-open-570=570.195.03-*' 'libnvidia-compute-570=570.195.03-*' "
         "libnvidia-compute-550- nvidia-open-550- cuda-toolkit-12-8"
     )
     reboots = [c for c in plan.changes if c.reboot]
@@ -366,7 +369,7 @@ def test_secure_boot_with_the_wanted_module_already_loaded_is_fine(host: Host) -
 
 
 def test_inventory_values_reach_the_shell_quoted(fresh: HostFacts) -> None:
-    evil = "http://127.0.0.1:8080/x$(id); reboot"
+    evil = "http://127.0.0.1:8080/x$(id);reboot"  # a space would be refused: not a URL
     host = host_from(STACK.replace("http://127.0.0.1:8080/cuda/repos", evil))
     cmd = plan_host(host, fresh, probes=NO_SYSTEMD).changes[0].commands[0]
     argv = shlex.split(cmd)
@@ -410,7 +413,7 @@ def test_users_own_role_next_to_the_inventory(tmp_path: Path, fresh: HostFacts) 
     plan = plan_host(h, fresh, search=search_path(inv))
     motd = [c.after for c in plan.changes if c.op == "template"]
     assert motd == ["GPU host gpu1, ask lab admins\n"]
-    assert plan.changes[1].commands[-1].endswith("install htop")
+    assert plan.changes[1].commands[-1].endswith("install -- htop")
 
     (role / "templates" / "motd.j2").write_text("{{ undefined_thing }}\n")
     from gpunode.roles.loader import load_role

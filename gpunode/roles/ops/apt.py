@@ -4,19 +4,27 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import field_validator
+from pydantic import AfterValidator, field_validator
 
 from gpunode.plan.change import Change, Step
 from gpunode.roles.ops.base import (
+    DEB_NAME,
     Args,
+    DebVersion,
+    FilePath,
     OpContext,
     Operation,
+    PackageName,
+    Url,
+    Word,
     file_hash,
     q,
     sha256,
+    shaped,
 )
+from gpunode.roles.ops.fetch import PRIVATE_DIR, verified
 
 
 def apt_get(lock_timeout: int) -> str:
@@ -28,10 +36,11 @@ def apt_get(lock_timeout: int) -> str:
 
 
 def install_step(lock_timeout: int, targets: list[str]) -> Step:
-    """One apt transaction; `targets` are quoted ("pkg=1.2-1", "old-pkg-" to remove)."""
+    """One apt transaction; `targets` are quoted ("pkg=1.2-1", "old-pkg-" to remove), after
+    `--` so that none is ever read as an option."""
     return Step(
         f"{apt_get(lock_timeout)} --no-install-recommends --allow-downgrades"
-        f" --allow-change-held-packages install {' '.join(targets)}",
+        f" --allow-change-held-packages install -- {' '.join(targets)}",
         installs=tuple(targets),
     )
 
@@ -44,21 +53,32 @@ def apt_update(lock_timeout: int) -> str:
 
 
 class KeyringPackage(Args):
-    name: str
-    version: str
-    url: str
+    name: PackageName
+    version: DebVersion
+    url: Url
+    sha256: str
+    """The package file's sha256: it is the trust anchor of every later package."""
+
+
+# a path inside `[signed-by=...]`: a space or bracket would add options to the sources line
+KeyringPath = Annotated[
+    str, AfterValidator(shaped(r"/[^\s\[\]\x00-\x1f\x7f]*", "a keyring path (no spaces)"))
+]
 
 
 class AptRepositoryArgs(Args):
-    path: str
+    path: FilePath
     """The sources file; NVIDIA's keyring package ships one at the same path, which this
     replaces so that a mirror (or an air-gapped host) never points back at the internet."""
-    uri: str
-    suite: str = "/"
-    components: tuple[str, ...] = ()
-    keyring: str
+    uri: Url
+    suite: Word = "/"
+    components: tuple[Word, ...] = ()
+    keyring: KeyringPath
     keyring_package: KeyringPackage | None = None
-    keyring_url: str | None = None
+    keyring_url: Url | None = None
+    keyring_sha256: str | None = None
+    insecure_http: bool = False
+    """Allow plain http downloads (labs only): repos.insecure_http."""
 
 
 def source_line(a: AptRepositoryArgs) -> str:
@@ -87,7 +107,7 @@ class AptRepository(Operation):
                     ctx.change(
                         self.name,
                         f"{why}, {kp.version} wanted",
-                        [keyring_install(kp, ctx.apt_lock_timeout)],
+                        [keyring_install(kp, ctx.apt_lock_timeout, a.insecure_http)],
                         path=a.keyring,
                     )
                 )
@@ -97,9 +117,14 @@ class AptRepository(Operation):
                     self.name,
                     f"keyring {a.keyring} missing",
                     [
-                        f"mkdir -p {q(a.keyring.rsplit('/', 1)[0] or '/')}",
-                        f"curl -fsSL --retry 3 -o {q(a.keyring)} {q(a.keyring_url)}",
-                        f"chmod 0644 {q(a.keyring)}",
+                        f"{PRIVATE_DIR} && "
+                        + verified(
+                            a.keyring_url,
+                            a.keyring_sha256 or "",
+                            '"$d"/key',
+                            insecure_http=a.insecure_http,
+                        )
+                        + f' && install -D -m 0644 "$d"/key {q(a.keyring)}'
                     ],
                     path=a.keyring,
                 )
@@ -121,15 +146,15 @@ class AptRepository(Operation):
         return out
 
 
-def keyring_install(kp: KeyringPackage, lock_timeout: int) -> str:
-    """Download and install the keyring package in one root step, from a directory only
-    root can write (no other user can plant or swap the file), through apt so that a
+def keyring_install(kp: KeyringPackage, lock_timeout: int, insecure_http: bool = False) -> str:
+    """Download, verify and install the keyring package in one root step, from a directory
+    only root can write (no other user can plant or swap the file), through apt so that a
     held dpkg lock is waited for; the directory goes away however the step ends."""
     deb = f'"$d"/{q(f"{kp.name}_{kp.version}_all.deb")}'
     return (
-        "d=$(mktemp -d /tmp/gpunode.XXXXXXXXXX) && trap 'rm -rf \"$d\"' EXIT"
+        f"{PRIVATE_DIR}"
         ' && chmod 0755 "$d"'  # apt's download user reads it; only root writes
-        f" && curl -fsSL --retry 3 -o {deb} {q(kp.url)}"
+        f" && {verified(kp.url, kp.sha256, deb, insecure_http=insecure_http)}"
         f" && {apt_get(lock_timeout)} --allow-downgrades install {deb}"
     )
 
@@ -156,27 +181,31 @@ def _source_problem(a: AptRepositoryArgs, want: str, ctx: OpContext) -> str | No
 
 
 def write_file_step(path: str, content: str, mode: str, owner: str = "root:root") -> Step:
-    """Atomic write: content on stdin to a temporary file beside the target, then rename."""
-    directory = path.rsplit("/", 1)[0] or "/"
-    tmp = f"{path}.gpunode-new"
+    """Atomic, private write: the content (on stdin) goes into a new file that mktemp makes
+    beside the target (O_EXCL, so never a name someone planted, and 0600 under umask 077,
+    so no other user reads it before its mode is set), which gets its owner and mode and is
+    renamed over the target (`mv -T`: a symlink or directory there is not followed)."""
+    directory, _, name = path.rpartition("/")
+    template = f"{directory}/.{name}.XXXXXX"
     return Step(
-        f"mkdir -p {q(directory)} && cat > {q(tmp)} && chmod {q(mode)} {q(tmp)}"
-        f" && chown {q(owner)} {q(tmp)} && mv -f {q(tmp)} {q(path)}",
+        f"mkdir -p -- {q(directory or '/')} && umask 077 && tmp=$(mktemp -- {q(template)})"
+        f' && {{ cat > "$tmp" && chown -h -- {q(owner)} "$tmp" && chmod -- {q(mode)} "$tmp"'
+        f' && mv -fT -- "$tmp" {q(path)} || {{ rm -f -- "$tmp"; false; }}; }}',
         stdin=content,
     )
 
 
 class PackageSpec(Args):
-    name: str
-    version: str | None = None
+    name: PackageName
+    version: DebVersion | None = None
     """Exact Debian version, or a glob ("550.163.01-*") that apt also understands."""
 
 
 class AptPackagesArgs(Args):
     packages: list[PackageSpec]
-    hold: bool | list[str] = False
+    hold: bool | list[PackageName] = False
     """true: hold every package listed; a list: hold just those (a library, not its headers)."""
-    never: tuple[str, ...] = ()
+    never: tuple[PackageName, ...] = ()
     replace_held: str | None = None
     """Regex: held packages it matches (another driver branch) are unheld and removed
     in the same apt transaction; apt cannot resolve a switch while they are held."""
@@ -241,15 +270,18 @@ class AptPackages(Operation):
         )
         if not install and not unheld and not stale:
             return []
+        odd = [n for n in stale if not re.fullmatch(DEB_NAME, n)]
+        if odd:  # dpkg's own names always fit; these came from somewhere else
+            raise ValueError(f"held package {odd[0]!r} is not a Debian package name")
         steps: list[str | Step] = []
         if stale:
-            steps.append("apt-mark unhold " + " ".join(q(n) for n in stale))
+            steps.append("apt-mark unhold -- " + " ".join(q(n) for n in stale))
             missing.append(f"replaces held {', '.join(stale)}")
         if install or stale:
             targets = [q(f"{p.name}={p.version}" if p.version else p.name) for p in install]
             targets += [q(f"{n}-") for n in stale]
             steps.append(install_step(ctx.apt_lock_timeout, targets))
         if unheld:
-            steps.append("apt-mark hold " + " ".join(q(n) for n in unheld))
+            steps.append("apt-mark hold -- " + " ".join(q(n) for n in unheld))
         reason = "; ".join(missing) if missing else f"{', '.join(unheld)} not held"
         return [ctx.change(self.name, reason, steps, apt=bool(install or stale))]

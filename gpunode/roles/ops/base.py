@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict
 
 from gpunode.facts.model import HostFacts
 from gpunode.plan.change import Change, Step
@@ -26,12 +27,92 @@ class Args(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# Every value that reaches a command line or a managed file has a shape, checked when a
+# task's arguments are parsed: a value outside it refuses the host at plan time, naming the
+# task's file:line. Quoting keeps a value one argument; these keep it from being an option
+# ("-o..." is one to apt even quoted), a second line of a config file, or a path elsewhere.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def shaped(pattern: str, what: str) -> Callable[[str], str]:
+    rx = re.compile(pattern)
+
+    def check(value: str) -> str:
+        if not rx.fullmatch(value):
+            raise ValueError(f"{value!r} is not {what}")
+        return value
+
+    return check
+
+
+def _no_control(value: str) -> str:
+    bad = _CONTROL.search(value.replace("\t", " "))
+    if bad:
+        raise ValueError(f"{value!r} holds a control character ({bad.group()!r}): one line only")
+    return value
+
+
+def _abs_path(value: str) -> str:
+    if not value.startswith("/") or _CONTROL.search(value):
+        raise ValueError(f"{value!r} is not an absolute path (/..., no control characters)")
+    return value
+
+
+DEB_NAME = r"[a-z0-9][a-z0-9+.-]+"
+# epoch:upstream-revision, with apt's globs for a pin ("550.163.01-*")
+DEB_VERSION = r"(?:[0-9]+:)?[0-9][A-Za-z0-9.+~*?-]*"
+
+PackageName = Annotated[
+    str, AfterValidator(shaped(DEB_NAME, f"a Debian package name ({DEB_NAME})"))
+]
+DebVersion = Annotated[
+    str, AfterValidator(shaped(DEB_VERSION, "a Debian version (1.2-1, 2:1.0~rc1, 550.163.01-*)"))
+]
+
+
+def _file_path(value: str) -> str:
+    _abs_path(value)
+    if value.endswith("/") or value.rsplit("/", 1)[1] in (".", ".."):
+        raise ValueError(f"{value!r} is not a file's path (it names a directory)")
+    return value
+
+
+AbsPath = Annotated[str, AfterValidator(_abs_path)]
+FilePath = Annotated[str, AfterValidator(_file_path)]
+Line = Annotated[str, AfterValidator(_no_control)]
+"""One line of text: no newline or other control character (a tab is allowed)."""
+Url = Annotated[
+    str,
+    AfterValidator(
+        shaped(r"[a-z][a-z0-9+.-]*:[^\s\x00-\x1f\x7f]+", "a URL (scheme:..., no spaces)")
+    ),
+]
+Word = Annotated[
+    str, AfterValidator(shaped(r"[A-Za-z0-9_/.~][A-Za-z0-9_/.:~+-]*", "one word (no spaces)"))
+]
+"""A token of a sources line (suite, component): no spaces, not an option."""
+ModuleName = Annotated[
+    str, AfterValidator(shaped(r"[A-Za-z0-9_-]+", "a kernel module name ([A-Za-z0-9_-]+)"))
+]
+Mode = Annotated[str, AfterValidator(shaped(r"[0-7]{3,4}", "an octal mode (0644)"))]
+_ID = r"[A-Za-z0-9_][A-Za-z0-9_.-]*"
+Owner = Annotated[str, AfterValidator(shaped(f"{_ID}(?::{_ID})?", "user[:group]"))]
+Name = Annotated[
+    str, AfterValidator(shaped(r"[A-Za-z0-9_][A-Za-z0-9_.@:+-]*", "a name (not an option)"))
+]
+"""A systemd unit, an alternative, a conda env: letters, digits, `_.@:+-`, no leading `-`."""
+
+
 @dataclass(frozen=True)
 class Probe:
     """A shell check whose exit status (0 = true) an operation needs."""
 
     key: str
     command: str
+    role_shell: bool = False
+    """Shell a role wrote (a command's `unless:`), not gpunode: it runs only when the host
+    is applied and not refused, never for `plan` or `apply --check` (unless the task says
+    `check_mode_probe: true`)."""
 
 
 @dataclass

@@ -2,16 +2,33 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import AfterValidator
 
 from gpunode.plan.change import Change
-from gpunode.roles.ops.base import Args, OpContext, Operation, Probe, probe_key, q
+from gpunode.roles.ops.base import (
+    AbsPath,
+    Args,
+    Name,
+    OpContext,
+    Operation,
+    Probe,
+    Url,
+    probe_key,
+    q,
+    shaped,
+)
+from gpunode.roles.ops.fetch import PRIVATE_DIR, verified
 from gpunode.versions import matches_prefix
 
 
 class CondaArgs(Args):
     prefix: str
     installer_url: str
+    installer_sha256: str
+    """The installer runs as root: it must be this file (repos.conda_installer_sha256)."""
+    insecure_http: bool = False
 
 
 class Conda(Operation):
@@ -22,25 +39,32 @@ class Conda(Operation):
         a: CondaArgs = args
         if ctx.facts.conda.prefix == a.prefix:
             return []
-        sh = "/tmp/gpunode-conda-installer.sh"
+        sh = '"$d"/installer.sh'
+        fetch = verified(a.installer_url, a.installer_sha256, sh, insecure_http=a.insecure_http)
         return [
             ctx.change(
                 self.name,
                 f"no conda at {a.prefix}",
-                [
-                    f"curl -fsSL --retry 3 -o {sh} {q(a.installer_url)}",
-                    # -u: a half-finished earlier install is completed, not refused
-                    f"bash {sh} -b -u -p {q(a.prefix)}",
-                    f"rm -f {sh}",
-                ],
+                # one root step: a private directory, the verified installer, then run it
+                # (-u: a half-finished earlier install is completed, not refused)
+                [f"{PRIVATE_DIR} && {fetch} && bash {sh} -b -u -p {q(a.prefix)}"],
             )
         ]
 
 
+# pip's and conda's words: a name or version never starts with `-` (an option to pip)
+PyName = Annotated[
+    str, AfterValidator(shaped(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", "a PyPI name"))
+]
+PyVersion = Annotated[
+    str, AfterValidator(shaped(r"[0-9][A-Za-z0-9.+!*_-]*", "a Python package version"))
+]
+
+
 class CondaEnvArgs(Args):
-    prefix: str
-    env: str
-    python: str
+    prefix: AbsPath
+    env: Name
+    python: PyVersion
 
 
 class CondaEnv(Operation):
@@ -72,19 +96,19 @@ class CondaEnv(Operation):
 
 
 class PipPackage(Args):
-    name: str
-    version: str
-    extras: str | None = None
-    local: str | None = None
+    name: PyName
+    version: PyVersion
+    extras: Annotated[str, AfterValidator(shaped(r"[A-Za-z0-9._,-]+", "pip extras"))] | None = None
+    local: Annotated[str, AfterValidator(shaped(r"[A-Za-z0-9.]+", "a local label"))] | None = None
     """Local version label the wheel must carry, e.g. cu124 for 2.4.1+cu124."""
 
 
 class PipArgs(Args):
-    python: str
+    python: AbsPath
     """The env's interpreter, e.g. /opt/conda/envs/torch/bin/python."""
     packages: list[PipPackage]
-    index_url: str | None = None
-    extra_index_url: str | None = None
+    index_url: Url | None = None
+    extra_index_url: Url | None = None
 
 
 _CHECK = (

@@ -8,8 +8,13 @@ from gpunode.plan.change import Change, Step
 from gpunode.roles.ops.apt import write_file_step
 from gpunode.roles.ops.base import (
     Args,
+    FilePath,
+    Line,
+    Mode,
+    ModuleName,
     OpContext,
     Operation,
+    Owner,
     Probe,
     attrs_fix,
     file_hash,
@@ -20,10 +25,10 @@ from gpunode.roles.ops.base import (
 
 
 class FileArgs(Args):
-    path: str
+    path: FilePath
     content: str = ""
-    mode: str = "0644"
-    owner: str = "root:root"
+    mode: Mode = "0644"
+    owner: Owner = "root:root"
     state: str = "present"  # present | absent
 
 
@@ -83,9 +88,11 @@ class Template(File):
 
 
 class LineInFileArgs(Args):
-    path: str
-    line: str
-    mode: str = "0644"
+    path: FilePath
+    line: Line
+    """One line: a newline in it would add lines the probe never finds (and a config file
+    would read as more settings than the task shows)."""
+    mode: Mode = "0644"
 
 
 class LineInFile(Operation):
@@ -122,8 +129,9 @@ class LineInFile(Operation):
 
 
 class ModuleBlacklistArgs(Args):
-    module: str
-    path: str | None = None
+    module: ModuleName
+    """Written into a modprobe.d line and the default file name: [A-Za-z0-9_-] only."""
+    path: FilePath | None = None
 
 
 class ModuleBlacklist(Operation):

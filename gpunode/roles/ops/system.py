@@ -7,13 +7,23 @@ import shlex
 from typing import Any
 
 from gpunode.plan.change import Change
-from gpunode.roles.ops.base import Args, OpContext, Operation, Probe, probe_key, q
+from gpunode.roles.ops.base import (
+    AbsPath,
+    Args,
+    FilePath,
+    Name,
+    OpContext,
+    Operation,
+    Probe,
+    probe_key,
+    q,
+)
 
 
 class AlternativesArgs(Args):
-    alternative: str
-    link: str
-    path: str
+    alternative: Name
+    link: FilePath
+    path: FilePath
     priority: int = 100
 
 
@@ -57,7 +67,7 @@ class Alternatives(Operation):
 
 
 class ServiceArgs(Args):
-    unit: str
+    unit: Name
     enabled: bool = True
     started: bool = True
 
@@ -101,8 +111,12 @@ class Service(Operation):
 class CommandArgs(Args):
     cmd: str | list[str]
     """Shell text written by the role, or an argv list that gpunode quotes."""
-    creates: str | None = None
+    creates: AbsPath | None = None
     unless: str | None = None
+    """Shell written by the role: the command runs when it fails. It is checked when the
+    host is applied; `plan` and `apply --check` run no role's shell, and show the command
+    as one that would be checked, unless `check_mode_probe` says this check only reads."""
+    check_mode_probe: bool = False
     reason: str | None = None
     sudo: bool = True
 
@@ -117,7 +131,12 @@ class Command(Operation):
         if a.creates:
             out.append(Probe(probe_key("creates", a.creates), f"test -e {q(a.creates)}"))
         if a.unless:
-            out.append(Probe(probe_key("unless", a.unless), a.unless))
+            # an opted-in check has its own key: the same text elsewhere without the opt-in
+            # is still left out of plan and --check
+            kind = "unless-read-only" if a.check_mode_probe else "unless"
+            out.append(
+                Probe(probe_key(kind, a.unless), a.unless, role_shell=not a.check_mode_probe)
+            )
         return out
 
     def probes(self, args: Any) -> list[Probe]:
@@ -131,7 +150,11 @@ class Command(Operation):
         if any(ctx.probe(g) for g in guards):
             return []
         cmd = a.cmd if isinstance(a.cmd, str) else shlex.join(a.cmd)
-        reason = a.reason or (f"{a.creates} missing" if a.creates else f"`{a.unless}` failed")
+        if a.unless and ctx.probe(guards[-1]) is None:
+            # not run: plan and --check run no shell a role wrote (Probe.role_shell)
+            reason = f"would check `{a.unless}` at apply"
+        else:
+            reason = a.reason or (f"{a.creates} missing" if a.creates else f"`{a.unless}` failed")
         return [ctx.change(self.name, reason, [cmd], sudo=a.sudo)]
 
 

@@ -1,0 +1,36 @@
+"""What runs as root is fetched into a directory only root can write, checked against a
+pinned sha256, used, and removed, all in one step: no other user can plant, swap or read
+it, and nothing unverified runs."""
+
+from __future__ import annotations
+
+import re
+
+from gpunode.roles.ops.base import q
+
+SHA256 = re.compile(r"\A[0-9a-f]{64}\Z")
+
+# One shell fragment: $d is the private directory, removed however the step ends.
+PRIVATE_DIR = "d=$(mktemp -d /tmp/gpunode.XXXXXXXXXX) && trap 'rm -rf \"$d\"' EXIT"
+
+
+def curl(url: str, dest: str, *, insecure_http: bool = False) -> str:
+    """curl that refuses plain http (and redirects to it) unless the inventory allows it."""
+    protocols = "=http,https" if insecure_http else "=https"
+    return (
+        f"curl -fsSL --retry 3 --proto {protocols} --proto-redir {protocols} -o {dest} -- {q(url)}"
+    )
+
+
+def verified(url: str, sha256: str, dest: str, *, insecure_http: bool = False) -> str:
+    """Download `url` to `dest` (a path under $d) and stop unless its sha256 is `sha256`."""
+    if not SHA256.match(sha256):
+        raise ValueError(
+            f"no sha256 pinned for {url} (got {sha256!r}): gpunode runs it as root, so it"
+            " needs the file's sha256 (repos.conda_installer_sha256, repos.cuda_keyring_sha256)"
+        )
+    return (
+        f"{curl(url, dest, insecure_http=insecure_http)}"
+        f' && {{ [ "$(sha256sum < {dest} | cut -d" " -f1)" = {sha256} ]'
+        f" || {{ echo {q(f'{url}: sha256 is not the pinned {sha256}')} >&2; exit 1; }}; }}"
+    )
