@@ -70,7 +70,9 @@ class HostRun:
 
     # -- reading -------------------------------------------------------------------------------
 
-    def read(self) -> tuple[HostFacts, HostPlan]:
+    def read(self, *, apply: bool = False) -> tuple[HostFacts, HostPlan]:
+        """`apply`: the host is being converged, so a role's own shell checks (a command's
+        `unless:`) run too, once the facts show it is not refused; plan and --check run none."""
         self.bus.emit(HostStatusChanged(self.host.name, status="gathering"))
         files = [*managed_paths(self.host, self.opts.search), *self.opts.extra_files]
         conda = [self.host.stack.conda.prefix] if self.host.stack.conda else []
@@ -91,7 +93,8 @@ class HostRun:
                 self.host.name, facts=facts.model_dump(mode="json"), seconds=facts.gather_seconds
             )
         )
-        missing = [p for p in probes_for(self.host, facts, self.opts.search) if p.key not in probes]
+        wanted = probes_for(self.host, facts, self.opts.search, role_shell=apply)
+        missing = [p for p in wanted if p.key not in probes]
         if missing:
             _, more = read_host(self.t, probes=missing, timeout=self.opts.facts_timeout)
             self.result.round_trips += 1
@@ -142,7 +145,7 @@ class HostRun:
         return self.result
 
     def _run(self) -> None:
-        facts, plan = self.read()
+        facts, plan = self.read(apply=not self.opts.check)
         if plan.refused:
             self._fail(f"refused: {plan.refused}")
             return
@@ -155,7 +158,7 @@ class HostRun:
             # The repository was configured just now: refresh apt, then plan the rest.
             if not self._apt_update(facts):
                 return
-            facts, plan = self.read()
+            facts, plan = self.read(apply=True)
             if plan.refused or plan.versions_on_host:
                 names = ", ".join(plan.versions_on_host)
                 self._fail(f"refused: {plan.refused or 'the host offers no versions of ' + names}")
@@ -165,7 +168,7 @@ class HostRun:
         if plan.needs_reboot:
             if not self._reboot(plan, facts):
                 return
-            facts, plan = self.read()
+            facts, plan = self.read(apply=True)
             if plan.refused:
                 self._fail(f"refused after the reboot: {plan.refused}")
                 return
@@ -200,6 +203,8 @@ class HostRun:
 
     def _apply(self, plan: HostPlan, facts: HostFacts) -> bool:
         todo = [c for c in plan.changes if c.op != "reboot"]
+        if todo and not self._may_act_as_root(todo):
+            return False
         if todo:
             self.bus.emit(HostStatusChanged(self.host.name, status="applying"))
         total = self.index + len(todo)
@@ -208,6 +213,22 @@ class HostRun:
             if not self._change(c, total, facts):
                 return False
         return True
+
+    def _may_act_as_root(self, todo: list[Change]) -> bool:
+        """With `become: none` changes run as the login user: fine when it is root, else
+        refuse them all before the first one (never half of a host's changes)."""
+        if self.host.become != "none" or not any(c.sudo for c in todo):
+            return True
+        res = self.t.run("id -u")
+        self.result.round_trips += 1
+        if res.ok and res.stdout.strip() == "0":
+            return True
+        user = self.host.ssh.user if self.host.connection == "ssh" else "this user"
+        self._fail(
+            f"become: none, and {user} is not root: {len(todo)} change(s) need root "
+            f"({todo[0].title}, ...); log in as root, or set become: sudo"
+        )
+        return False
 
     def _change(self, c: Change, total: int, facts: HostFacts) -> bool:
         name, i = self.host.name, self.index
@@ -276,6 +297,17 @@ class HostRun:
     def _diff(self, c: Change) -> str:
         if c.path is None or c.after is None:
             return ""
+        from gpunode.records import private_file_note
+
+        # never the content of a file that is not world-readable, before or after
+        try:
+            st = self.t.run(["stat", "-c", "%a", "--", c.path], sudo=True, timeout=30).stdout
+        except TransportError:
+            st = ""
+        mode = int(st.strip(), 8) if st.strip().isdigit() else None
+        note = private_file_note(mode, c.commands)
+        if note:
+            return note
         try:
             before = self.t.get(c.path, sudo=True).decode(errors="replace")
         except (TransportError, OSError):

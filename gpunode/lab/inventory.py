@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+from pathlib import Path
 
 from gpunode.lab.state import LabConfig, LabPaths
 
@@ -24,6 +26,25 @@ def repo_urls(base_url: str) -> dict[str, str]:
         "pytorch_index": f"{base_url}/pip",
         "pypi_index": f"{base_url}/pip/simple",
     }
+
+
+def _trust(cfg: LabConfig, urls: dict[str, str]) -> list[str]:
+    """The lab's own files are not NVIDIA's or Anaconda's: pin their sha256 as a mirror's
+    admin would, and allow the lab's plain http (a closed network on loopback)."""
+    root = Path(cfg.repo_dir)
+    out = ["    insecure_http: true"]
+    installer = urls["conda_installer"].removeprefix(cfg.repo_url).lstrip("/")
+    if (root / installer).is_file():
+        out.append(f"    conda_installer_sha256: {_q(_sha256(root / installer))}")
+    debs = sorted(root.glob("ubuntu*/x86_64/cuda-keyring_1.1-1_all.deb"))
+    if debs:
+        out.append("    cuda_keyring_sha256:")
+        out += [f"      {d.parent.parent.name}: {_q(_sha256(d))}" for d in debs]
+    return out
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _q(value: str) -> str:
@@ -50,6 +71,7 @@ def render(paths: LabPaths, cfg: LabConfig, conda: bool = False) -> str:
         lines.append(f"  become_password_env: {_q(cfg.sudo_password_env)}")
     lines += ["  repos:"]
     lines += [f"    {k}: {_q(v)}" for k, v in urls.items()]
+    lines += _trust(cfg, urls)
     lines += [
         f"  gpus: {{model: {cfg.model}, count: {cfg.gpus}}}",
         "  stack:",
