@@ -44,7 +44,7 @@ class RepoVersions:
         try:
             return IndexCatalog(self.cache.get(url, allow_stale=self.allow_stale))
         except FetchFailed as exc:
-            raise IndexUnavailable(f"its index cannot be read from here: {exc}") from None
+            raise IndexUnavailable(str(exc)) from None
 
     def catalog_for(self, nvidia: str | None, facts: HostFacts) -> CatalogFor | None:
         if not nvidia:

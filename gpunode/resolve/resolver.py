@@ -118,9 +118,9 @@ class _Source:
         try:
             self.loaded = self.get()
         except IndexUnavailable as exc:
-            url = self.host.repos.nvidia
             raise IndexNeeded(
-                f"{field}: {need}, and {url}: {exc}", wanted_names(self.host)
+                f"{field}: {need}, and this machine cannot read the repository's index ({exc})",
+                wanted_names(self.host),
             ) from None
         self.notes.append(f"versions from {self.loaded.where} ({self.loaded.how})")
         return self.loaded
