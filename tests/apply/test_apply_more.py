@@ -124,3 +124,34 @@ def wait_for_ssh(lab: Lab, host: str, timeout: float = 60) -> None:
             return
         assert time.monotonic() < deadline, f"{host} did not come back: {hosts[host]}"
         time.sleep(0.3)
+
+
+def test_dpkg_lock_released_within_the_timeout_is_waited_for(lab: Lab, tmp_path: Path) -> None:
+    """The lock is held when apply starts and let go a few seconds later: the keyring's
+    install and apt-get wait for it (apt.lock_timeout) and the host converges."""
+    import subprocess
+    import sys
+
+    assert lab.gpunode("lab", "reset", "lab-02").returncode == 0
+    wait_for_ssh(lab, "lab-02")
+    stack = {"driver": None, "cuda": {"toolkits": ["12.4"]}, "cudnn": None, "nccl": None,
+             "cuda_env": False, "smoke": []}  # fmt: skip
+    inv = lab.inventory(tmp_path, **stack)
+    assert lab.gpunode("lab", "fault", "lab-02", "dpkg-lock").returncode == 0
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpunode", "apply", str(inv), "--yes", "--json", "-l", "lab-02"],
+        env=lab.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        time.sleep(4)  # the apply is waiting on the lock now (its keyring step comes first)
+        assert proc.poll() is None, proc.communicate()
+    finally:
+        assert lab.gpunode("lab", "fault", "lab-02", "dpkg-lock", "--off").returncode == 0
+    out, err = proc.communicate(timeout=600)
+    seconds = time.monotonic() - start
+    assert proc.returncode == 0, out[-2000:] + err[-2000:]
+    assert seconds >= 4
+    pk = on_host(inv, "lab-02", "dpkg-query -W -f='${Package} ${Version}\\n' cuda-keyring")
+    assert pk.strip() == "cuda-keyring 1.1-1"
+    assert on_host(inv, "lab-02", "dpkg --audit").strip() == ""
