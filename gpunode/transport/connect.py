@@ -37,7 +37,33 @@ def open_transport(host: Host, *, become_password: Secret | None = None) -> Tran
     return t
 
 
+# The release that fixed the Terrapin attack (CVE-2023-48795) in paramiko.
+PARAMIKO_FLOOR = (3, 4)
+
+
+def paramiko_problem() -> str | None:
+    """Why the installed paramiko must not be used, or None (read from its metadata,
+    without importing it)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        found = version("paramiko")
+    except PackageNotFoundError:
+        return "paramiko is not installed: pip install 'paramiko>=3.4'"
+    parts = tuple(int(p) for p in found.split(".")[:2] if p.isdigit())
+    if parts < PARAMIKO_FLOOR:
+        return (
+            f"paramiko {found} is older than 3.4, which fixed the Terrapin attack "
+            "(CVE-2023-48795): upgrade it (pip install 'paramiko>=3.4')"
+        )
+    return None
+
+
 def _open(host: Host, become_password: Secret | None) -> Transport:
+    if host.connection == "ssh" and (problem := paramiko_problem()):
+        from gpunode.transport.base import HostUnreachableError
+
+        raise HostUnreachableError(problem)
     if host.connection == "local":
         from gpunode.transport.local import LocalTransport
 
