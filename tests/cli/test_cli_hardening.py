@@ -33,22 +33,38 @@ def gpunode(*args: str, timeout: float = 30) -> Run:
         out_path, err_path = Path(tmp, "out"), Path(tmp, "err")
         with out_path.open("wb") as out, err_path.open("wb") as err:
             start = time.monotonic()
+            rss_path = Path(tmp, "rss")
+            # A small parent forks gpunode and reads its rusage: a child forked straight
+            # from this (large) test process would carry our own peak across exec.
             proc = subprocess.Popen(
-                [sys.executable, "-m", "gpunode", *args], stdout=out, stderr=err
-            )
+                [sys.executable, "-c", _MEASURE, str(rss_path), sys.executable, "-m", "gpunode",
+                 *args],
+                stdout=out, stderr=err,
+            )  # fmt: skip
             killer = threading.Timer(timeout, proc.kill)
             killer.start()
-            _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage
+            proc.wait()
             killer.cancel()
             seconds = time.monotonic() - start
-            proc.returncode = os.waitstatus_to_exitcode(status)
+        rss = float(rss_path.read_text()) if rss_path.exists() else float("inf")
         return Run(
             proc.returncode,
             out_path.read_text(errors="replace"),
             err_path.read_text(errors="replace"),
             seconds,
-            usage.ru_maxrss / 1024,
+            rss,
         )
+
+
+_MEASURE = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+open(sys.argv[1], "w").write(str(usage.ru_maxrss / 1024))
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
 
 
 def refused(run: Run, *lines: str) -> None:

@@ -297,7 +297,7 @@ def _load_in_child(path: Path, timeout: float = 20) -> dict[str, Any]:
     """Load in a fresh process; report the time, peak memory and the first problem."""
     code = textwrap.dedent(
         """
-        import json, resource, sys, time
+        import json, sys, time
         from gpunode.inventory import InventoryError, load
         start = time.monotonic()
         try:
@@ -305,9 +305,12 @@ def _load_in_child(path: Path, timeout: float = 20) -> dict[str, Any]:
             problem = None
         except InventoryError as exc:
             problem = str(exc.problems[0])
+        # VmHWM: this process image's own peak (ru_maxrss would carry the forking
+        # parent's peak across exec)
+        hwm = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
         print(json.dumps({
             "seconds": time.monotonic() - start,
-            "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "rss_mb": int(hwm.split()[1]) / 1024,
             "problem": problem,
         }))
         """
