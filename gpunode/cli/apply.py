@@ -52,7 +52,15 @@ if TYPE_CHECKING:
     type=click.FloatRange(0, 100),
     default=None,
     metavar="PCT",
-    help="Skip later batches once more than PCT% of hosts failed.",
+    help="Skip later batches once more than PCT% of one batch's hosts failed.",
+)
+@click.option(
+    "--reboot-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=600.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long a rebooting host may take to come back with a new boot id.",
 )
 @click.option("-y", "--yes", is_flag=True, help="Apply without asking.")
 @click.option("--no-tui", is_flag=True, help="Plain output even in a terminal.")
@@ -74,6 +82,7 @@ def apply(
     forks: int | None,
     serial: int | None,
     max_fail: float | None,
+    reboot_timeout: float,
     yes: bool,
     no_tui: bool,
     no_smoke: bool,
@@ -116,6 +125,7 @@ def apply(
         search=search_path(inventory),
         smoke=not no_smoke,
         versions=RepoVersions(),
+        reboot_timeout=reboot_timeout,
     )
     if not (yes or check) and not _confirm(hosts, opts, password, forks):
         click.echo("nothing was changed", err=True)
@@ -131,6 +141,7 @@ def apply(
         "forks": forks,
         "serial": serial,
         "max_fail": max_fail,
+        "reboot_timeout": reboot_timeout,
     }
     record = Record("apply", inventory, options)
     record.data["hosts"] = {h.name: {"status": "waiting"} for h in hosts}

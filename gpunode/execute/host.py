@@ -8,7 +8,8 @@ from __future__ import annotations
 import difflib
 import re
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,7 +34,7 @@ from gpunode.resolve import Catalog, CatalogFor
 from gpunode.resolve.hostapt import HostCatalog, madison_command
 from gpunode.resolve.index import RepoVersions, repo_folder
 from gpunode.roles.ops.apt import apt_update
-from gpunode.transport.base import CommandTimeoutError, Transport, TransportError
+from gpunode.transport.base import CommandTimeoutError, HostKeyError, Transport, TransportError
 
 if TYPE_CHECKING:
     from gpunode.inventory.model import Host
@@ -42,6 +43,10 @@ BOOT_ID = "cat /proc/sys/kernel/random/boot_id"
 # Detached, so the command returns before the connection drops.
 REBOOT = "nohup sh -c 'sleep 1; systemctl reboot || reboot' >/dev/null 2>&1 &"
 _LOCK = re.compile(r"(?:held by process|is held by) (\d+) \(([^)]*)\)")
+_CURL = re.compile(r"^curl: \(\d+\)", re.M)
+_URL = re.compile(r"https?://[^\s'\"]+")
+# Changes that may stay silent for minutes (downloads, installs): apt.inactivity_timeout.
+_LONG_OPS = ("apt_packages", "apt_repository", "conda", "conda_env", "pip")
 
 
 @dataclass
@@ -242,19 +247,29 @@ class HostRun:
                 self.bus.emit(CommandOutput(name, index=i, stream=stream, text=text))  # type: ignore[arg-type]
 
             try:
-                res = self.t.run(
-                    step.command,
-                    sudo=c.sudo,
-                    stdin=step.stdin.encode() if step.stdin is not None else None,
-                    on_output=out,
-                    timeout=self.host.ssh.command_timeout,
-                )
+                with self._idle(c.apt or c.op in _LONG_OPS):
+                    res = self.t.run(
+                        step.command,
+                        sudo=c.sudo,
+                        stdin=step.stdin.encode() if step.stdin is not None else None,
+                        on_output=out,
+                        timeout=self.host.ssh.command_timeout,
+                    )
             except CommandTimeoutError as exc:
                 return self._change_failed(c, i, start, done, f"timed out: {exc}", diff)
+            except (TransportError, EOFError, OSError) as exc:  # the session cut under it
+                why = f"the SSH connection was lost while it ran ({exc or type(exc).__name__})"
+                if c.apt:
+                    why += "; an interrupted dpkg run is finished by the next apply"
+                return self._change_failed(c, i, start, done, why, diff)
             self.result.round_trips += 1
             done.append(step.shown())
             if not res.ok:
-                why = _why(res.exit_code, res.stderr, res.stdout, facts)
+                why = _why(res.exit_code, res.stderr, res.stdout, facts, str(step.command))
+                if res.exit_code == 255 and self._connection_lost():
+                    why = "the SSH connection was lost while it ran (" + why + ")"
+                    if c.apt:
+                        why += "; an interrupted dpkg run is finished by the next apply"
                 return self._change_failed(c, i, start, done, why, diff)
         secs = round(time.monotonic() - start, 3)
         self.result.changes.append(
@@ -272,6 +287,16 @@ class HostRun:
             )
         )
         return True
+
+    def _connection_lost(self) -> bool:
+        """Exit 255 is also what a session cut mid-command reads as: whether the
+        connection survived it (a probe that cannot run, or had to reconnect, says not)."""
+        before = getattr(self.t, "connections_opened", None)
+        try:
+            probe = self.t.run(["true"], timeout=15)
+        except Exception:  # TransportError, or paramiko's EOFError/SSHException: gone
+            return True
+        return not probe.ok or getattr(self.t, "connections_opened", None) != before
 
     def _change_failed(
         self, c: Change, i: int, start: float, done: list[str], why: str, diff: str
@@ -321,15 +346,28 @@ class HostRun:
         return "".join(lines)
 
     def _apt_update(self, facts: HostFacts) -> bool:
-        res = self.t.run(
-            apt_update(self.host.apt.lock_timeout),
-            sudo=True,
-            timeout=self.host.ssh.command_timeout,
-        )
+        with self._idle(True):
+            res = self.t.run(
+                apt_update(self.host.apt.lock_timeout),
+                sudo=True,
+                timeout=self.host.ssh.command_timeout,
+            )
         self.result.round_trips += 1
         if not res.ok:
             self._fail(f"apt-get update: {_why(res.exit_code, res.stderr, res.stdout, facts)}")
         return res.ok
+
+    @contextmanager
+    def _idle(self, long: bool) -> Iterator[None]:
+        """A long step may stay silent for apt.inactivity_timeout rather than the ssh one."""
+        was = getattr(self.t, "inactivity_timeout", None)
+        if long and was is not None:
+            self.t.inactivity_timeout = max(was, self.host.apt.inactivity_timeout)  # type: ignore[attr-defined]
+        try:
+            yield
+        finally:
+            if long and was is not None:
+                self.t.inactivity_timeout = was  # type: ignore[attr-defined]
 
     # -- reboot --------------------------------------------------------------------------------
 
@@ -355,6 +393,8 @@ class HostRun:
             try:
                 self.t.connect()
                 res = self.t.run(BOOT_ID, timeout=10)
+            except HostKeyError:
+                raise  # a new key after the reboot is no "still rebooting": exit 5, at once
             except TransportError:
                 self.t.close()
                 continue
@@ -377,7 +417,8 @@ class HostRun:
             from gpunode.smoke.runner import smoke_host
         except ImportError:
             return
-        smoke = smoke_host(self.host, self.t, self.bus)  # it emits SmokeResult events
+        with self._idle(True):
+            smoke = smoke_host(self.host, self.t, self.bus)  # it emits SmokeResult events
         self.result.round_trips += 1
         self.result.smoke = smoke.to_json()
         if smoke.failed:
@@ -390,11 +431,16 @@ class HostRun:
         self.bus.emit(HostStatusChanged(self.host.name, status="failed", detail=message))
 
 
-def _why(code: int, stderr: str, stdout: str, facts: HostFacts) -> str:
+def _why(code: int, stderr: str, stdout: str, facts: HostFacts, command: str = "") -> str:
     text = (stderr.strip() or stdout.strip()).splitlines()
     tail = " | ".join(text[-3:]) if text else ""
     m = _LOCK.search(stderr)
     if "Could not get lock" in stderr or "dpkg frontend lock" in stderr:
         holder = f"pid {m.group(1)} ({m.group(2)})" if m else facts.dpkg_lock_holder or "unknown"
         return f"dpkg lock held by {holder}; try again when it finishes (exit {code})"
-    return f"exit {code}: {tail}" if tail else f"exit {code}"
+    why = f"exit {code}: {tail}" if tail else f"exit {code}"
+    if _CURL.search(stderr):  # curl names the host and port, not the URL it was fetching
+        url = next(iter(_URL.findall(command)), "")
+        if url and url not in why:
+            why += f" (fetching {url})"
+    return why

@@ -40,7 +40,6 @@ def apply(
     start = time.monotonic()
     bus.emit(RunStarted("", command=command, hosts=tuple(h.name for h in hosts), check=opts.check))
     results: dict[str, HostResult] = {}
-    failed = 0
     aborted = False
     for batch in batches(hosts, serial):
         if aborted:
@@ -62,6 +61,7 @@ def apply(
             become_password=become_password,
             **kw,
         )
+        failed = 0  # --max-fail counts each batch on its own, as its hosts finish together
         for h in batch:
             o = outcomes[h.name]
             if o.value is not None:
@@ -74,7 +74,7 @@ def apply(
             _finished(bus, r)
             if r.status in ("failed", "unreachable", "hostkey-changed"):
                 failed += 1
-        if max_fail is not None and hosts and 100.0 * failed / len(hosts) > max_fail:
+        if max_fail is not None and 100.0 * failed / len(batch) > max_fail:
             aborted = True
     run = RunResult(results, seconds=round(time.monotonic() - start, 3), check=opts.check)
     bus.emit(RunFinished("", exit_code=run.exit_code, seconds=run.seconds))

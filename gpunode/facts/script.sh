@@ -40,7 +40,8 @@ else
   echo efi: no
 fi
 section disks
-df -P -B1 / /var 2>/dev/null
+# where apt downloads packages and where the initramfs is written: a preflight for both
+df -P -B1 / /var /var/cache/apt/archives /boot 2>/dev/null
 section pci
 for d in /sys/bus/pci/devices/*; do
   [ -r "$d/vendor" ] || continue

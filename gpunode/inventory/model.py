@@ -102,6 +102,9 @@ def _editor_patterns(node: Any) -> None:
 class AptSettings(Strict):
     lock_timeout: Annotated[int, Field(ge=0, le=3600)] = 120
     """Seconds apt and dpkg wait for a dpkg lock another process holds, then fail naming it."""
+    inactivity_timeout: Annotated[float, Field(gt=0)] = 300.0
+    """Seconds an apt step (a download, an install) may go without output before the host
+    is reported unreachable; longer than ssh.inactivity_timeout, for slow mirrors."""
 
 
 class SshSettings(Strict):
@@ -114,6 +117,9 @@ class SshSettings(Strict):
     connect_timeout: Annotated[float, Field(gt=0)] = 10.0
     command_timeout: Annotated[float, Field(gt=0)] = 1800.0
     keepalive: Annotated[float, Field(ge=0)] = 15.0
+    inactivity_timeout: Annotated[float, Field(gt=0)] = 30.0
+    """Seconds a command may go without output and without exiting before the host is
+    reported unreachable ("no output for N s"): a silent host or a dead peer."""
 
 
 Sha256 = Annotated[str, StringConstraints(pattern=r"\A[0-9a-f]{64}\Z")]

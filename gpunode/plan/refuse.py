@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from gpunode.compat import check_host, toolkit_ubuntu
 from gpunode.compat.rules import rules
 from gpunode.facts.model import HostFacts
@@ -9,6 +11,12 @@ from gpunode.inventory.model import Host
 from gpunode.versions import matches_prefix
 
 NVIDIA_RELEASES = ("20.04", "22.04", "24.04")
+# Free space below which a planned package change is refused: apt downloads every .deb
+# into its archives before dpkg unpacks any (a driver and a toolkit are GBs), and a driver
+# or kernel change writes a new initramfs into /boot.
+ARCHIVES_MIN_BYTES = 1 << 30
+BOOT_MIN_BYTES = 100 << 20
+_DRIVER_PACKAGE = re.compile(r"nvidia-(?:open|driver)-\d+(?:-open|-server|-server-open)?")
 
 
 def refusal(host: Host, facts: HostFacts) -> str | None:
@@ -52,5 +60,45 @@ def refusal(host: Host, facts: HostFacts) -> str | None:
             return (
                 f"too little disk for CUDA {', '.join(missing)}: {free / 1e9:.1f} GB free "
                 f"under /usr/local, {need / 1e9:.1f} GB needed; free space or add a disk"
+            )
+    return _space_refusal(host, facts, missing)
+
+
+def _driver_pending(host: Host, facts: HostFacts) -> bool:
+    """The stack wants a driver that no installed driver package is a release of."""
+    driver = host.stack.driver
+    if not driver:
+        return False
+    wanted = driver.version or driver.branch
+    return not any(
+        _DRIVER_PACKAGE.fullmatch(name) and matches_prefix(pkg.version.split("-")[0], wanted)
+        for name, pkg in facts.packages.items()
+        if pkg.installed
+    )
+
+
+def _space_refusal(host: Host, facts: HostFacts, missing: list[str]) -> str | None:
+    """Too little room where apt downloads or where the initramfs goes, for a package change
+    that is sure to come (a conservative guess made before planning: no false refusals)."""
+    stack = host.stack
+    driver = _driver_pending(host, facts)
+    pending = [
+        *(["the driver"] if driver else []),
+        *(f"CUDA {c}" for c in missing),
+        *(["cuDNN"] if stack.cudnn and not facts.cudnn_version else []),
+        *(["NCCL"] if stack.nccl and not facts.nccl_version else []),
+    ]
+    if not pending:
+        return None
+    checks = [("/var/cache/apt/archives", ARCHIVES_MIN_BYTES, "apt's downloads")]
+    if driver:
+        checks.append(("/boot", BOOT_MIN_BYTES, "the initramfs"))
+    for path, need, what in checks:
+        free = facts.free_bytes(path)
+        if free is not None and free < need:
+            return (
+                f"too little disk for {what}: {free >> 20} MiB free in {path}, "
+                f"{need >> 20} MiB needed before installing {', '.join(pending)}; "
+                "free space there (apt-get clean, old kernels) and apply again"
             )
     return None

@@ -10,7 +10,12 @@ import codecs
 import time
 from typing import Literal, Protocol
 
-from gpunode.transport.base import CommandResult, CommandTimeoutError, OutputCallback
+from gpunode.transport.base import (
+    CommandResult,
+    CommandTimeoutError,
+    HostUnreachableError,
+    OutputCallback,
+)
 from gpunode.transport.become import Become
 
 
@@ -36,9 +41,14 @@ def drive(
     timeout: float | None,
     on_output: OutputCallback | None,
     become: Become | None,
+    idle: float | None = None,
 ) -> CommandResult:
-    """Run `proc` to completion. `shown` is the command as recorded (never holds a secret)."""
+    """Run `proc` to completion. `shown` is the command as recorded (never holds a secret).
+
+    `idle`: seconds without output and without an exit after which the host is taken for
+    silent or gone (HostUnreachableError), long before `timeout`."""
     start = time.monotonic()
+    heard = start
     deadline = None if timeout is None else start + timeout
     decoders = {
         "stdout": codecs.getincrementaldecoder("utf-8")("replace"),
@@ -72,7 +82,11 @@ def drive(
                 if left <= 0:
                     raise CommandTimeoutError(f"command timed out after {timeout:g}s: {shown}")
                 wait = min(wait, left)
+            if idle is not None and time.monotonic() - heard > idle:
+                raise HostUnreachableError(f"no output for {idle:g} s: {shown}")
             o, e, finished = proc.read(wait)
+            if o or e or finished:
+                heard = time.monotonic()
             if o:
                 emit("stdout", decoders["stdout"].decode(o, final=False))
             if e:

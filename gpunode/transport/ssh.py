@@ -43,6 +43,18 @@ from gpunode.transport.secret import Secret
 from gpunode.transport.sshconfig import Endpoint, load_config, resolve
 
 
+def _tcp_keepalive(sock: socket.socket, every: float) -> None:
+    """Kernel keepalives too: a peer that vanished (no FIN, no RST) breaks the socket within
+    about 3 * `every` seconds even while nothing is being sent."""
+    if not every:
+        return
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for opt, value in (("TCP_KEEPIDLE", every), ("TCP_KEEPINTVL", every), ("TCP_KEEPCNT", 3)):
+        if hasattr(socket, opt):
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, opt), max(1, int(value)))
+
+
 class _ChannelProcess:
     def __init__(self, channel: paramiko.Channel) -> None:
         self._ch = channel
@@ -106,6 +118,8 @@ class SSHTransport:
         self.connections_opened = 0
         self.channels_opened = 0
         self.connect_seconds = 0.0
+        self.inactivity_timeout: float | None = ssh.inactivity_timeout
+        """Seconds a command may stay silent (see drive); HostRun lengthens it for apt."""
 
     # -- connection -------------------------------------------------------------------------
 
@@ -151,6 +165,7 @@ class SSHTransport:
             sock = socket.create_connection((ep.hostname, ep.port), timeout=timeout)
             # small request/response packets: without this, Nagle plus delayed ACKs add ~40 ms
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            _tcp_keepalive(sock, self.settings.keepalive)
         except OSError as exc:
             raise HostUnreachableError(
                 f"cannot connect to {ep.hostname}:{ep.port}: {exc.strerror or exc}"
@@ -287,6 +302,7 @@ class SSHTransport:
             timeout=limit,
             on_output=on_output,
             become=become,
+            idle=self.inactivity_timeout,
         )
 
     # -- files ------------------------------------------------------------------------------

@@ -1,0 +1,312 @@
+"""Repository and disk faults through `gpunode plan` and `gpunode apply` on lab hosts.
+
+An unreachable repository, a URL with no repository, a package missing from the pool and a
+bad InRelease signature each fail the host at the first step that needs the repository,
+with its URL and curl's or apt's error line; what preceded it (the pinned keyring, the apt
+source) stays, nothing of the failed step is in dpkg's database, `dpkg --audit` is empty.
+Too little room in /var/cache/apt/archives or /boot is refused at plan time.
+
+The broken repositories are copies of the lab's (hard links, the changed files rewritten)
+served by a small http.server on loopback, which the lab's hosts share."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# by package, not `from conftest import`: another folder's conftest may hold that name
+from tests.apply.conftest import Lab, events
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+NO_STACK: dict[str, Any] = {
+    "driver": None,
+    "cuda": None,
+    "cudnn": None,
+    "nccl": None,
+    "cuda_env": False,
+    "smoke": [],
+}
+
+HOST = "lab-02"
+DRIVER = {**NO_STACK, "driver": {"branch": "550", "flavor": "open"}}
+DPKG = "dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\\n'"
+
+
+def of(evs: list[dict[str, Any]], kind: str, host: str | None = None) -> list[dict[str, Any]]:
+    return [e for e in evs if e["event"] == kind and (host is None or e["host"] == host)]
+
+
+def wait_for_ssh(lab: Lab, host: str, timeout: float = 60) -> None:
+    """After `lab reset` the host boots again: wait until the lab reports it up."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status = lab.gpunode("lab", "status", "--json")
+        hosts = {h["name"]: h for h in json.loads(status.stdout)["hosts"]}
+        if hosts[host]["state"] == "up":
+            return
+        assert time.monotonic() < deadline, f"{host} did not come back: {hosts[host]}"
+        time.sleep(0.3)
+
+
+def fresh(lab: Lab, host: str) -> None:
+    """A new, empty disk, booted."""
+    assert lab.gpunode("lab", "reset", host).returncode == 0
+    wait_for_ssh(lab, host)
+
+
+def on_host(inv: Path, name: str, command: str) -> str:
+    from gpunode.inventory import load
+    from gpunode.transport.connect import open_transport
+
+    t = open_transport(load(inv).hosts[name])
+    t.connect()
+    try:
+        res = t.run(command)
+    finally:
+        t.close()
+    assert res.ok, res.stderr
+    return res.stdout
+
+
+def apply(lab: Lab, inv: Path, *args: str) -> tuple[int, list[dict[str, Any]]]:
+    res = lab.gpunode("apply", str(inv), "--yes", "--json", *args)
+    assert res.returncode in (0, 2, 4), res.stderr
+    evs = events(res.stdout)
+    assert evs and evs[-1]["event"] == "Recap", res.stdout[-2000:] + res.stderr[-2000:]
+    return res.returncode, evs
+
+
+def inventory(lab: Lab, tmp: Path, nvidia: str, **stack: Any) -> Path:
+    """The lab's inventory with `repos.nvidia` replaced (its sha256 pins kept)."""
+    from ruamel.yaml import YAML
+
+    yaml = YAML()
+    path = lab.inventory(tmp, **stack)
+    doc = yaml.load(path.read_text())
+    doc["defaults"]["repos"]["nvidia"] = nvidia
+    with path.open("w") as fh:
+        yaml.dump(doc, fh)
+    return path
+
+
+def lab_repo(lab: Lab) -> tuple[str, Path]:
+    """The URL and folder of the lab's own repository."""
+    from ruamel.yaml import YAML
+
+    doc = YAML().load(lab.inventory_text)
+    url = str(doc["defaults"]["repos"]["nvidia"])
+    for candidate in lab.dir.rglob("InRelease"):
+        return url, candidate.parent.parent.parent  # <root>/ubuntu2204/x86_64/InRelease
+    raise AssertionError("the lab has no repository")
+
+
+def dpkg_state(inv: Path, host: str) -> tuple[str, str]:
+    return on_host(inv, host, DPKG), on_host(inv, host, "dpkg --audit; echo rc=$?")
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[Path, Any]]:
+    """A folder and a function starting an http.server for it on 127.0.0.1: -> its URL."""
+    root = tmp_path / "www"
+    servers: list[http.server.ThreadingHTTPServer] = []
+
+    def start() -> str:
+        handler = functools.partial(QuietHandler, directory=str(root))
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        servers.append(srv)
+        return f"http://127.0.0.1:{srv.server_address[1]}"
+
+    yield root, start
+    for srv in servers:
+        srv.shutdown()
+        srv.server_close()
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def copy_repo(lab: Lab, dest: Path) -> Path:
+    """The lab's repository, hard-linked into `dest`; returns the ubuntu2204/x86_64 folder."""
+    _, src = lab_repo(lab)
+    shutil.copytree(src, dest, copy_function=os.link)
+    return dest / "ubuntu2204" / "x86_64"
+
+
+def rewrite(path: Path, data: bytes) -> None:
+    """A new file in place of the hard link (the lab's repository is left alone)."""
+    path.unlink()
+    path.write_bytes(data)
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run_fault(lab: Lab, inv: Path) -> tuple[int, list[dict[str, Any]], str]:
+    """apply on HOST: exit code, events, the host's failure message."""
+    code, evs = apply(lab, inv, "--limit", HOST, "--no-smoke")
+    (done,) = of(evs, "HostFinished", HOST)
+    return code, evs, str(done["message"])
+
+
+def assert_untouched(inv: Path, before: tuple[str, str]) -> None:
+    after = dpkg_state(inv, HOST)
+    assert after == before
+    assert after[1] == "rc=0\n", after[1]  # dpkg --audit: nothing half-installed
+    assert " iU" not in after[0] and " iF" not in after[0]
+
+
+def assert_only_the_keyring_went_in(inv: Path, before: tuple[str, str]) -> None:
+    """The keyring and the apt source (pinned, fetched by curl) preceded the driver step
+    that failed; nothing of the driver is in dpkg's database, nothing is half-installed."""
+    after = dpkg_state(inv, HOST)
+    new = set(after[0].splitlines()) - set(before[0].splitlines())
+    assert [line.split()[0] for line in new] == ["cuda-keyring"], new
+    assert set(before[0].splitlines()) <= set(after[0].splitlines())
+    assert after[1] == before[1] == "rc=0\n", after[1]
+
+
+def test_an_unreachable_repository_fails_the_host_naming_the_url(lab: Lab, tmp_path: Path) -> None:
+    fresh(lab, HOST)
+    url = f"http://127.0.0.1:{closed_port()}/cuda"
+    inv = inventory(lab, tmp_path, url, **DRIVER)
+    before = dpkg_state(inv, HOST)
+    plan = lab.gpunode("plan", str(inv), "--limit", HOST, timeout=60)
+    # the plan says so (the controller cannot read the index) and falls back to the host's apt
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    assert f"cannot read the repository's index ({url}/" in plan.stdout
+    assert "connection refused" in plan.stdout
+    code, evs, message = run_fault(lab, inv)
+    assert code == 2
+    # the first step that needs it, the keyring's download, fails; nothing after it runs
+    assert [e["status"] for e in of(evs, "ChangeFinished", HOST)] == ["failed"]
+    assert f"(fetching {url}/ubuntu2204/x86_64/cuda-keyring_1.1-1_all.deb)" in message
+    assert "curl: (7) Failed to connect to 127.0.0.1" in message, message
+    assert_untouched(inv, before)
+
+
+def test_a_url_with_no_repository_fails_the_host_naming_the_url(lab: Lab, tmp_path: Path) -> None:
+    fresh(lab, HOST)
+    base, _ = lab_repo(lab)
+    url = base.rstrip("/") + "/no/repository/here"
+    inv = inventory(lab, tmp_path, url, **DRIVER)
+    before = dpkg_state(inv, HOST)
+    code, evs, message = run_fault(lab, inv)
+    assert code == 2
+    assert [e["status"] for e in of(evs, "ChangeFinished", HOST)] == ["failed"]
+    assert "curl: (22) The requested URL returned error: 404 (fetching " in message, message
+    assert f"{url}/ubuntu2204/x86_64/cuda-keyring_1.1-1_all.deb)" in message, message
+    assert_untouched(inv, before)
+
+
+def test_a_package_missing_from_the_pool_fails_the_install_cleanly(
+    lab: Lab, tmp_path: Path, served: tuple[Path, Any]
+) -> None:
+    fresh(lab, HOST)
+    root, start = served
+    dists = copy_repo(lab, root)
+    (gone,) = sorted(dists.glob("nvidia-open-550_550.163.01-*.deb"))
+    gone.unlink()
+    url = start()
+    inv = inventory(lab, tmp_path, url, **DRIVER)
+    before = dpkg_state(inv, HOST)
+    code, evs, message = run_fault(lab, inv)
+    assert code == 2
+    statuses = [e["status"] for e in of(evs, "ChangeFinished", HOST)]
+    assert statuses[-1] == "failed" and set(statuses[:-1]) == {"changed"}, statuses
+    assert message.startswith("driver: NVIDIA driver 550.163.01 (open): exit 100: ")
+    assert f"E: Failed to fetch {url}/ubuntu2204/x86_64/./{gone.name}  404" in message, message
+    assert_only_the_keyring_went_in(inv, before)
+
+
+def test_a_bad_inrelease_signature_fails_the_driver_step(
+    lab: Lab, tmp_path: Path, served: tuple[Path, Any]
+) -> None:
+    fresh(lab, HOST)
+    root, start = served
+    dists = copy_repo(lab, root)
+    signed = (dists / "InRelease").read_bytes()
+    head, sep, rest = signed.partition(b"\nDate:")
+    assert sep, "InRelease has no Date: line"
+    tampered = head + b"\nDate: Thu, 01 Jan 1970 00:00:00 UTC\nX-Tampered: yes" + sep + rest
+    rewrite(dists / "InRelease", tampered)
+    if (dists / "Release.gpg").exists():
+        rewrite(dists / "Release.gpg", b"not a signature\n")
+    url = start()
+    inv = inventory(lab, tmp_path, url, **DRIVER)
+    before = dpkg_state(inv, HOST)
+    code, evs, message = run_fault(lab, inv)
+    assert code == 2
+    statuses = [e["status"] for e in of(evs, "ChangeFinished", HOST)]
+    assert statuses[-1] == "failed" and set(statuses[:-1]) == {"changed"}, statuses
+    assert message.startswith("driver: NVIDIA driver 550.163.01 (open): exit 100: ")
+    assert f"GPG error: {url}/ubuntu2204/x86_64  InRelease" in message, message
+    assert "BADSIG" in message and "is not signed" in message, message
+    assert_only_the_keyring_went_in(inv, before)
+
+
+def refused_at_plan_time(lab: Lab, inv: Path, expected: str) -> None:
+    """plan and apply both refuse HOST with `expected`; apply writes nothing to it."""
+    before = lab.tree(HOST)
+    plan = lab.gpunode("plan", str(inv), "--limit", HOST, timeout=60)
+    assert plan.returncode == 2, plan.stdout + plan.stderr
+    assert f"{HOST}: refused: {expected}" in plan.stdout, plan.stdout
+    code, evs, message = run_fault(lab, inv)
+    assert code == 2 and of(evs, "ChangeStarted") == []
+    assert expected in message, message
+    assert lab.tree(HOST) == before  # nothing was written
+
+
+def test_a_full_apt_archives_refuses_a_package_change_at_plan_time(
+    lab: Lab, tmp_path: Path
+) -> None:
+    fresh(lab, HOST)
+    inv = lab.inventory(tmp_path, **DRIVER)
+    assert lab.gpunode("lab", "fault", HOST, "disk-full").returncode == 0
+    try:
+        refused_at_plan_time(
+            lab, inv, "too little disk for apt's downloads: 0 MiB free in "
+            "/var/cache/apt/archives, 1024 MiB needed before installing the driver; "
+            "free space there (apt-get clean, old kernels) and apply again",
+        )  # fmt: skip
+    finally:
+        assert lab.gpunode("lab", "fault", HOST, "disk-full", "--off").returncode == 0
+    # with room again, the same inventory plans the driver
+    plan = lab.gpunode("plan", str(inv), "--limit", HOST, timeout=60)
+    assert plan.returncode == 0 and "refused" not in plan.stdout, plan.stdout
+
+
+def test_a_full_boot_refuses_a_driver_change_at_plan_time(lab: Lab, tmp_path: Path) -> None:
+    fresh(lab, HOST)
+    inv = lab.inventory(tmp_path, **DRIVER)
+    on_host(inv, HOST, "sudo mount -t tmpfs -o size=40m gpunode-test-boot /boot")
+    try:
+        refused_at_plan_time(
+            lab, inv, "too little disk for the initramfs: 40 MiB free in /boot, "
+            "100 MiB needed before installing the driver",
+        )  # fmt: skip
+        # a change with no driver in it (a toolkit alone) does not need /boot
+        toolkit = lab.inventory(
+            tmp_path / "toolkit", **{**NO_STACK, "cuda": {"toolkits": ["12.4"]}}
+        )
+        plan = lab.gpunode("plan", str(toolkit), "--limit", HOST, timeout=60)
+        assert plan.returncode == 0 and "refused" not in plan.stdout, plan.stdout
+    finally:
+        on_host(inv, HOST, "sudo umount /boot")
