@@ -34,7 +34,14 @@ from gpunode.resolve import Catalog, CatalogFor
 from gpunode.resolve.hostapt import HostCatalog, madison_command
 from gpunode.resolve.index import RepoVersions, repo_folder
 from gpunode.roles.ops.apt import apt_update
-from gpunode.transport.base import CommandTimeoutError, HostKeyError, Transport, TransportError
+from gpunode.transport.base import (
+    BecomeError,
+    CommandTimeoutError,
+    HostKeyError,
+    HostUnreachableError,
+    Transport,
+    TransportError,
+)
 
 if TYPE_CHECKING:
     from gpunode.inventory.model import Host
@@ -257,6 +264,8 @@ class HostRun:
                     )
             except CommandTimeoutError as exc:
                 return self._change_failed(c, i, start, done, f"timed out: {exc}", diff)
+            except (BecomeError, HostUnreachableError):
+                raise  # sudo refused, or a host gone silent: the host's own outcome
             except (TransportError, EOFError, OSError) as exc:  # the session cut under it
                 why = f"the SSH connection was lost while it ran ({exc or type(exc).__name__})"
                 if c.apt:
