@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,6 +103,64 @@ def start_lab(tmp: pytest.TempPathFactory, *up_args: str) -> Iterator[Lab]:
         yield Lab(d, inv.stdout, env)
     finally:
         subprocess.run([*cmd, "down"], env=env, capture_output=True, timeout=120)
+
+
+DPKG = "dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\\n'"
+
+
+def on_host(inv: Path, name: str, command: str) -> str:
+    from gpunode.inventory import load
+    from gpunode.transport.connect import open_transport
+
+    t = open_transport(load(inv).hosts[name])
+    t.connect()
+    try:
+        res = t.run(command)
+    finally:
+        t.close()
+    assert res.ok, res.stderr
+    return res.stdout
+
+
+def packages(inv: Path, name: str) -> dict[str, tuple[str, bool]]:
+    """name -> (version, held) as dpkg's database has them."""
+    held = set(on_host(inv, name, "apt-mark showhold").split())
+    out = {}
+    for line in on_host(inv, name, DPKG).splitlines():
+        pkg, version, status = line.split(" ", 2)
+        if status.startswith("ii") or status.startswith("hi"):
+            out[pkg] = (version, pkg in held)
+    return out
+
+
+def apply(lab: Lab, inv: Path, *args: str) -> tuple[int, list[dict[str, Any]]]:
+    res = lab.gpunode("apply", str(inv), "--yes", "--json", *args)
+    assert res.returncode in (0, 2, 4), res.stderr
+    evs = events(res.stdout)
+    assert evs and evs[-1]["event"] == "Recap", res.stdout[-2000:] + res.stderr[-2000:]
+    return res.returncode, evs
+
+
+def of(evs: list[dict[str, Any]], kind: str, host: str | None = None) -> list[dict[str, Any]]:
+    return [e for e in evs if e["event"] == kind and (host is None or e["host"] == host)]
+
+
+def wait_for_ssh(lab: Lab, host: str, timeout: float = 60) -> None:
+    """After `lab reset` the host boots again: wait until the lab reports it up."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status = lab.gpunode("lab", "status", "--json")
+        hosts = {h["name"]: h for h in json.loads(status.stdout)["hosts"]}
+        if hosts[host]["state"] == "up":
+            return
+        assert time.monotonic() < deadline, f"{host} did not come back: {hosts[host]}"
+        time.sleep(0.3)
+
+
+def fresh(lab: Lab, host: str) -> None:
+    """A new, empty disk, booted (its init has written what it writes at boot)."""
+    assert lab.gpunode("lab", "reset", host).returncode == 0
+    wait_for_ssh(lab, host)
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Lab, events
+from conftest import Lab, apply, of, on_host, packages
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -29,44 +29,6 @@ STACK: dict[str, Any] = {
     "smoke": ["nvidia-smi"],
 }
 HOSTS = ("lab-01", "lab-02")
-DPKG = "dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\\n'"
-
-
-def on_host(inv: Path, name: str, command: str) -> str:
-    from gpunode.inventory import load
-    from gpunode.transport.connect import open_transport
-
-    t = open_transport(load(inv).hosts[name])
-    t.connect()
-    try:
-        res = t.run(command)
-    finally:
-        t.close()
-    assert res.ok, res.stderr
-    return res.stdout
-
-
-def packages(inv: Path, name: str) -> dict[str, tuple[str, bool]]:
-    """name -> (version, held) as dpkg's database has them."""
-    held = set(on_host(inv, name, "apt-mark showhold").split())
-    out = {}
-    for line in on_host(inv, name, DPKG).splitlines():
-        pkg, version, status = line.split(" ", 2)
-        if status.startswith("ii") or status.startswith("hi"):
-            out[pkg] = (version, pkg in held)
-    return out
-
-
-def apply(lab: Lab, inv: Path, *args: str) -> tuple[int, list[dict[str, Any]]]:
-    res = lab.gpunode("apply", str(inv), "--yes", "--json", *args)
-    assert res.returncode in (0, 2, 4), res.stderr
-    evs = events(res.stdout)
-    assert evs and evs[-1]["event"] == "Recap", res.stdout[-2000:] + res.stderr[-2000:]
-    return res.returncode, evs
-
-
-def of(evs: list[dict[str, Any]], kind: str, host: str | None = None) -> list[dict[str, Any]]:
-    return [e for e in evs if e["event"] == kind and (host is None or e["host"] == host)]
 
 
 def test_first_apply_converges_second_changes_nothing(lab: Lab, tmp_path: Path) -> None:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 import pytest
-from conftest import Lab
-from test_apply_lab import apply, of, on_host
+from conftest import Lab, apply, of, on_host, wait_for_ssh
 
 from gpunode import compat
 
@@ -112,18 +110,6 @@ def test_dpkg_lock_held_elsewhere_fails_the_host_naming_the_holder(
     assert 3 <= seconds < 60, seconds
     # nothing was installed while the lock was held
     assert on_host(inv, "lab-02", "dpkg-query -W -f='${Package} ${Version}\\n'") == dpkg_before
-
-
-def wait_for_ssh(lab: Lab, host: str, timeout: float = 60) -> None:
-    """After `lab reset` the host boots again: wait until the lab reports it up."""
-    deadline = time.monotonic() + timeout
-    while True:
-        status = lab.gpunode("lab", "status", "--json")
-        hosts = {h["name"]: h for h in json.loads(status.stdout)["hosts"]}
-        if hosts[host]["state"] == "up":
-            return
-        assert time.monotonic() < deadline, f"{host} did not come back: {hosts[host]}"
-        time.sleep(0.3)
 
 
 def test_dpkg_lock_released_within_the_timeout_is_waited_for(lab: Lab, tmp_path: Path) -> None:

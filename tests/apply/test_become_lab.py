@@ -6,9 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import Lab
-from test_apply_lab import apply, of, on_host
-from test_apply_more import wait_for_ssh
+from conftest import Lab, apply, of, on_host, wait_for_ssh
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

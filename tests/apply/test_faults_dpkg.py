@@ -22,9 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Lab, events
-from test_apply_lab import apply, of, on_host, packages
-from test_apply_more import wait_for_ssh
+from conftest import Lab, apply, events, fresh, of, on_host, packages, wait_for_ssh
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -123,11 +121,6 @@ def wait_for_moment(lab: Lab, host: str, proc: subprocess.Popen[str], timeout: f
         assert time.monotonic() < deadline, "the moment never came"
         time.sleep(0.02)
     return marker.read_text()
-
-
-def fresh(lab: Lab, host: str) -> None:
-    assert lab.gpunode("lab", "reset", host).returncode == 0
-    wait_for_ssh(lab, host)
 
 
 @pytest.fixture(scope="module")

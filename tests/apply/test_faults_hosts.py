@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Lab, events, start_lab
-from test_apply_lab import of, on_host
+from conftest import Lab, events, of, on_host, start_lab
 
 from tests.conftest import SLOT, slot_net
 

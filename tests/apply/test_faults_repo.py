@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import functools
 import http.server
-import json
 import os
 import shutil
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +24,7 @@ from typing import Any
 import pytest
 
 # by package, not `from conftest import`: another folder's conftest may hold that name
-from tests.apply.conftest import Lab, events
+from tests.apply.conftest import Lab, apply, fresh, of, on_host
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -42,50 +40,6 @@ NO_STACK: dict[str, Any] = {
 HOST = "lab-02"
 DRIVER = {**NO_STACK, "driver": {"branch": "550", "flavor": "open"}}
 DPKG = "dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\\n'"
-
-
-def of(evs: list[dict[str, Any]], kind: str, host: str | None = None) -> list[dict[str, Any]]:
-    return [e for e in evs if e["event"] == kind and (host is None or e["host"] == host)]
-
-
-def wait_for_ssh(lab: Lab, host: str, timeout: float = 60) -> None:
-    """After `lab reset` the host boots again: wait until the lab reports it up."""
-    deadline = time.monotonic() + timeout
-    while True:
-        status = lab.gpunode("lab", "status", "--json")
-        hosts = {h["name"]: h for h in json.loads(status.stdout)["hosts"]}
-        if hosts[host]["state"] == "up":
-            return
-        assert time.monotonic() < deadline, f"{host} did not come back: {hosts[host]}"
-        time.sleep(0.3)
-
-
-def fresh(lab: Lab, host: str) -> None:
-    """A new, empty disk, booted."""
-    assert lab.gpunode("lab", "reset", host).returncode == 0
-    wait_for_ssh(lab, host)
-
-
-def on_host(inv: Path, name: str, command: str) -> str:
-    from gpunode.inventory import load
-    from gpunode.transport.connect import open_transport
-
-    t = open_transport(load(inv).hosts[name])
-    t.connect()
-    try:
-        res = t.run(command)
-    finally:
-        t.close()
-    assert res.ok, res.stderr
-    return res.stdout
-
-
-def apply(lab: Lab, inv: Path, *args: str) -> tuple[int, list[dict[str, Any]]]:
-    res = lab.gpunode("apply", str(inv), "--yes", "--json", *args)
-    assert res.returncode in (0, 2, 4), res.stderr
-    evs = events(res.stdout)
-    assert evs and evs[-1]["event"] == "Recap", res.stdout[-2000:] + res.stderr[-2000:]
-    return res.returncode, evs
 
 
 def inventory(lab: Lab, tmp: Path, nvidia: str, **stack: Any) -> Path:

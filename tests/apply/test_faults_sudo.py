@@ -6,7 +6,6 @@ The lab is started with `--sudo-password-env`: its hosts' sudo asks for the pass
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from typing import Any
 import pytest
 
 # by package, not `from conftest import`: another folder's conftest may hold that name
-from tests.apply.conftest import Lab, events, start_lab
+from tests.apply.conftest import Lab, events, of, start_lab, wait_for_ssh
 from tests.conftest import SLOT, slot_net
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -50,22 +49,6 @@ def pwlab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
             os.environ.pop(ENV, None)
         else:
             os.environ[ENV] = old
-
-
-def of(evs: list[dict[str, Any]], kind: str, host: str | None = None) -> list[dict[str, Any]]:
-    return [e for e in evs if e["event"] == kind and (host is None or e["host"] == host)]
-
-
-def wait_for_ssh(lab: Lab, host: str, timeout: float = 60) -> None:
-    """After `lab reset` the host boots again: wait until the lab reports it up."""
-    deadline = time.monotonic() + timeout
-    while True:
-        status = lab.gpunode("lab", "status", "--json")
-        hosts = {h["name"]: h for h in json.loads(status.stdout)["hosts"]}
-        if hosts[host]["state"] == "up":
-            return
-        assert time.monotonic() < deadline, f"{host} did not come back: {hosts[host]}"
-        time.sleep(0.3)
 
 
 def as_root(inv: Path, command: str) -> str:

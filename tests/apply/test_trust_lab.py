@@ -6,20 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import Lab
-from test_apply_lab import apply, of, on_host, packages
-from test_apply_more import wait_for_ssh
+from conftest import Lab, apply, fresh, of, on_host, packages
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 REPO_ONLY = {"driver": None, "cuda": {"toolkits": ["12.4"]}, "cudnn": None, "nccl": None,
              "cuda_env": False, "smoke": []}  # fmt: skip
 LEFTOVERS = "ls -d /tmp/gpunode.* /tmp/gpunode-* 2>/dev/null || true"
-
-
-def fresh(lab: Lab, host: str) -> None:
-    assert lab.gpunode("lab", "reset", host).returncode == 0
-    wait_for_ssh(lab, host)
 
 
 def test_a_keyring_that_is_not_the_pinned_one_is_never_installed(lab: Lab, tmp_path: Path) -> None:

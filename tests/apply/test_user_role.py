@@ -7,8 +7,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import Lab
-from test_apply_lab import HOSTS, apply, of, on_host
+from conftest import Lab, apply, of, on_host
+from test_apply_lab import HOSTS
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

@@ -12,9 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SLOT, Lab, events, slot_net, start_lab
-from test_apply_lab import apply, of, on_host, packages
-from test_apply_more import wait_for_ssh
+from conftest import SLOT, Lab, apply, events, fresh, of, on_host, packages, slot_net, start_lab
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -26,12 +24,6 @@ NO_STACK: dict[str, Any] = {
     "cuda_env": False,
     "smoke": [],
 }
-
-
-def fresh(lab: Lab, host: str) -> None:
-    """A new, empty disk, booted (its init has written what it writes at boot)."""
-    assert lab.gpunode("lab", "reset", host).returncode == 0
-    wait_for_ssh(lab, host)
 
 
 @pytest.fixture(scope="module")
