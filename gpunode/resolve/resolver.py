@@ -8,7 +8,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from gpunode.compat import cudnn_names, driver_packages, driver_userspace_package
+from gpunode.compat import (
+    cudnn_names,
+    driver_packages,
+    driver_userspace_package,
+    toolkit_package,
+)
 from gpunode.facts.model import HostFacts
 from gpunode.inventory.model import Host
 from gpunode.resolve.specs import (
@@ -128,8 +133,6 @@ class _Source:
 
 def wanted_names(host: Host) -> tuple[str, ...]:
     """The packages whose versions the host's specs are resolved from."""
-    from gpunode.compat import toolkit_package
-
     stack = host.stack
     names: list[str] = []
     if stack.driver:
@@ -195,8 +198,6 @@ def installed_driver(host: Host, facts: HostFacts) -> str | None:
 
 
 def _toolkit(cuda: str, facts: HostFacts, source: _Source) -> None:
-    from gpunode.compat import toolkit_package
-
     name = toolkit_package(cuda)
     if facts.package(name) or any(t.version == cuda and t.nvcc for t in facts.toolkits):
         return
