@@ -110,7 +110,7 @@ class Template(File):
 
     Written only when the rendered text's sha256 differs from the file's (or the file is
     missing); a file with that content only has its mode and owner corrected, and one that
-    is as wanted yields nothing. A task's `on_change` commands run after a write.
+    is as wanted yields nothing (nor do its `on_change` commands run, ldconfig below).
 
     ```yaml
     - name: CUDA libraries for the dynamic linker
