@@ -6,17 +6,23 @@ probe the operation asks (by its exact command: the case lists them all), and wh
 come out: `changes:` (reason and exact steps, stdin where a step has one; `[]` for a host
 that already has it) or `error:` (text the refusal must contain, for arguments that are
 rejected when parsed or planned). The operation is called directly, not through the
-planner, so each case shows one operation's contract.
+planner, so each case shows one operation's contract. tests/ops/service/stop_only.yaml:
 
-    about: a missing package is installed at its version, after `--`
-    args: {packages: [nvidia-open=580.95.05-1]}
-    facts: {packages: {}}
-    probes: {}
+    about: Enabled as wanted but running where it should be stopped; only the stop is planned.
+    args: {unit: unattended-upgrades.service, started: false}
+    probes:
+      test -d /run/systemd/system: true
+      systemctl is-enabled --quiet unattended-upgrades.service: true
+      systemctl is-active --quiet unattended-upgrades.service: true
     changes:
-      - reason: nvidia-open missing
-        apt: true
-        steps:
-          - {command: "env ... install -- nvidia-open=580.95.05-1", installs: [...]}
+    - reason: unattended-upgrades.service running
+      steps:
+      - systemctl stop unattended-upgrades.service
+
+A step with stdin (or apt targets) is a mapping: {command, stdin, installs}; `reboot`,
+`apt`, `sudo` and `path` are stated where they are not false, false, true and none.
+Optional keys: `context:` (the task's apt_lock_timeout, on_change), `notes:` (what the
+operation notes instead of a change), `paths:` (the files whose sha256 it asks the facts for).
 """
 
 from __future__ import annotations
