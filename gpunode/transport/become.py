@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import secrets
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gpunode.transport.base import BecomeError, Transport, TransportError
+from gpunode.transport.base import BecomeError, Transport, TransportError, join
 from gpunode.transport.secret import Secret
 
 
@@ -97,6 +98,23 @@ class Become:
         if "incorrect password" in said:
             return BecomeError(f"sudo: incorrect password for {self.user_at_host}")
         return BecomeError(f"sudo failed for {self.user_at_host}: {said[:300]}")
+
+
+def prepare(
+    command: str | Sequence[str],
+    env: dict[str, str] | None,
+    become_as: str | None,
+    password: Secret | None,
+) -> tuple[str, str, Become | None]:
+    """What every transport's `run` starts with: the command as shown (an argv list quoted),
+    the script the host's `sh -c` runs (the environment's exports, then the command, wrapped
+    in sudo when `become_as`, the user@host sudo is for, is given), and that sudo exchange."""
+    shown = command if isinstance(command, str) else join(command)
+    script = env_prefix(env) + shown
+    if become_as is None:
+        return shown, script, None
+    become = Become(become_as, password)
+    return shown, become.wrap(script), become
 
 
 def read_with_sudo(transport: Transport, path: str) -> bytes:

@@ -12,8 +12,8 @@ import subprocess
 import tempfile
 from collections.abc import Sequence
 
-from gpunode.transport.base import CommandResult, OutputCallback, TransportError, join
-from gpunode.transport.become import Become, env_prefix, read_with_sudo
+from gpunode.transport.base import CommandResult, OutputCallback, TransportError
+from gpunode.transport.become import prepare, read_with_sudo
 from gpunode.transport.driver import drive
 from gpunode.transport.secret import Secret, child_env
 
@@ -103,12 +103,10 @@ class LocalTransport:
         on_output: OutputCallback | None = None,
         env: dict[str, str] | None = None,
     ) -> CommandResult:
-        cmd = command if isinstance(command, str) else join(command)
-        script = env_prefix(env) + cmd
-        become = None
+        become_as = None
         if sudo and os.geteuid() != 0:
-            become = Become(f"{getpass.getuser()}@{socket.gethostname()}", self._password)
-            script = become.wrap(script)
+            become_as = f"{getpass.getuser()}@{socket.gethostname()}"
+        cmd, script, become = prepare(command, env, become_as, self._password)
         proc = _LocalProcess(script)
         return drive(
             proc,

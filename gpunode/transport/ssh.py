@@ -25,9 +25,8 @@ from gpunode.transport.base import (
     HostUnreachableError,
     OutputCallback,
     TransportError,
-    join,
 )
-from gpunode.transport.become import Become, env_prefix, read_with_sudo
+from gpunode.transport.become import prepare, read_with_sudo
 from gpunode.transport.driver import drive
 from gpunode.transport.hostkeys import (
     HostKeyChangedError,
@@ -275,14 +274,12 @@ class SSHTransport:
         on_output: OutputCallback | None = None,
         env: dict[str, str] | None = None,
     ) -> CommandResult:
-        cmd = command if isinstance(command, str) else join(command)
-        script = env_prefix(env) + cmd
-        become = None
+        become_as = None
         if sudo and (self.endpoint is None or self.endpoint.user != "root"):
             self.connect()
             if self.endpoint is not None and self.endpoint.user != "root":
-                become = Become(self._user_at_host(), self._password)
-                script = become.wrap(script)
+                become_as = self._user_at_host()
+        cmd, script, become = prepare(command, env, become_as, self._password)
         t = self._transport()
         limit = timeout if timeout is not None else self.settings.command_timeout
         try:

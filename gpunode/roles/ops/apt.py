@@ -6,7 +6,7 @@ import fnmatch
 import re
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, field_validator
+from pydantic import AfterValidator, Field, field_validator
 
 from gpunode.plan.change import Change, Step
 from gpunode.roles.ops.base import (
@@ -53,11 +53,17 @@ def apt_update(lock_timeout: int) -> str:
 
 
 class KeyringPackage(Args):
-    name: PackageName
-    version: DebVersion
-    url: Url
-    sha256: str
-    """The package file's sha256: it is the trust anchor of every later package."""
+    """The Debian package that installs the repository's keyring (NVIDIA's cuda-keyring)."""
+
+    name: PackageName = Field(description="Its Debian package name, e.g. cuda-keyring.")
+    version: DebVersion = Field(
+        description="The exact version wanted; another installed version is replaced."
+    )
+    url: Url = Field(description="Where the .deb is downloaded from (https unless insecure_http).")
+    sha256: str = Field(
+        description="The .deb's sha256 (64 hex digits): the trust anchor of every later"
+        " package, checked before it is installed; planning refuses the task without it."
+    )
 
 
 # a path inside `[signed-by=...]`: a space or bracket would add options to the sources line
@@ -67,18 +73,31 @@ KeyringPath = Annotated[
 
 
 class AptRepositoryArgs(Args):
-    path: FilePath
-    """The sources file; NVIDIA's keyring package ships one at the same path, which this
-    replaces so that a mirror (or an air-gapped host) never points back at the internet."""
-    uri: Url
-    suite: Word = "/"
-    components: tuple[Word, ...] = ()
-    keyring: KeyringPath
-    keyring_package: KeyringPackage | None = None
-    keyring_url: Url | None = None
-    keyring_sha256: str | None = None
-    insecure_http: bool = False
-    """Allow plain http downloads (labs only): repos.insecure_http."""
+    path: FilePath = Field(
+        description="The sources file written. NVIDIA's keyring package ships one at the same"
+        " path, which this replaces so that a mirror (or an air-gapped host) never points back"
+        " at the internet."
+    )
+    uri: Url = Field(description="The repository's URL, as the `deb` line names it.")
+    suite: Word = Field("/", description="The suite (`/` for a flat repository like NVIDIA's).")
+    components: tuple[Word, ...] = Field((), description="Components after the suite, if any.")
+    keyring: KeyringPath = Field(
+        description="The keyring file the line's `[signed-by=...]` names; no spaces or brackets."
+    )
+    keyring_package: KeyringPackage | None = Field(
+        None, description="Install the keyring from this package (name, version, url, sha256)."
+    )
+    keyring_url: Url | None = Field(
+        None,
+        description="Or download the keyring file from here when it is absent"
+        " (with keyring_sha256).",
+    )
+    keyring_sha256: str | None = Field(
+        None, description="The sha256 the file at keyring_url must have."
+    )
+    insecure_http: bool = Field(
+        False, description="Allow plain http downloads (labs only): repos.insecure_http."
+    )
 
 
 def source_line(a: AptRepositoryArgs) -> str:
@@ -87,6 +106,31 @@ def source_line(a: AptRepositoryArgs) -> str:
 
 
 class AptRepository(Operation):
+    """A signed apt repository: its keyring, and one `deb [signed-by=KEYRING] URI SUITE
+    COMPONENTS` line alone in its own sources file.
+
+    Changes only what differs: the keyring package is installed (downloaded into a private
+    directory, its sha256 checked) when it is missing or at another version, and the
+    sources file is then written again, since the package ships its own at the same path;
+    a keyring file from `keyring_url` is fetched when it is absent; the sources file is
+    written when its sha256 differs from the line wanted (or, unreadable, when the entry
+    apt lists for it differs). A host that has all of it yields nothing.
+
+    ```yaml
+    - name: NVIDIA CUDA repository, signed by its keyring
+      op: apt_repository
+      path: /etc/apt/sources.list.d/cuda-ubuntu2404-x86_64.list
+      uri: https://mirror.example/cuda/repos/ubuntu2404/x86_64/
+      suite: /
+      keyring: /usr/share/keyrings/cuda-archive-keyring.gpg
+      keyring_package:
+        name: cuda-keyring
+        version: "1.1-1"
+        url: https://mirror.example/cuda/repos/ubuntu2404/x86_64/cuda-keyring_1.1-1_all.deb
+        sha256: "{{ repos.cuda_keyring_sha256.get(facts.os.repo_slug, '') }}"
+    ```
+    """
+
     name = "apt_repository"
     args_model = AptRepositoryArgs
 
@@ -196,19 +240,36 @@ def write_file_step(path: str, content: str, mode: str, owner: str = "root:root"
 
 
 class PackageSpec(Args):
-    name: PackageName
-    version: DebVersion | None = None
-    """Exact Debian version, or a glob ("550.163.01-*") that apt also understands."""
+    """One package: `{name, version}`, or the string `name` or `name=version`."""
+
+    name: PackageName = Field(description="The Debian package name.")
+    version: DebVersion | None = Field(
+        None,
+        description='Exact Debian version, or a glob ("550.163.01-*") that apt also'
+        " understands; none: any installed version will do.",
+    )
 
 
 class AptPackagesArgs(Args):
-    packages: list[PackageSpec]
-    hold: bool | list[PackageName] = False
-    """true: hold every package listed; a list: hold just those (a library, not its headers)."""
-    never: tuple[PackageName, ...] = ()
-    replace_held: str | None = None
-    """Regex: held packages it matches (another driver branch) are unheld and removed
-    in the same apt transaction; apt cannot resolve a switch while they are held."""
+    packages: list[PackageSpec] = Field(
+        description="The packages, each `name`, `name=version` or `{name, version}`."
+    )
+    hold: bool | list[PackageName] = Field(
+        False,
+        description="true: hold every package listed; a list: hold just those (a library,"
+        " not its headers), so that upgrades cannot move them.",
+    )
+    never: tuple[PackageName, ...] = Field(
+        (),
+        description="Names the task refuses to install (a meta package that would pull in a"
+        " driver): planning fails if `packages` lists one.",
+    )
+    replace_held: str | None = Field(
+        None,
+        description="Regex: installed, held packages it matches that `packages` does not"
+        " list (another driver branch) are unheld and removed in the same apt transaction;"
+        " apt cannot resolve a switch while they are held.",
+    )
 
     @field_validator("packages", mode="before")
     @classmethod
@@ -234,6 +295,24 @@ def version_matches(installed: str, wanted: str | None) -> bool:
 
 
 class AptPackages(Operation):
+    """Debian packages installed at exact versions (or version globs), held when asked, in
+    one apt transaction.
+
+    Changes only what differs: a package that is missing or whose installed version does
+    not match is installed (`apt-get install -- name=version ...`, after `--` so no name
+    is read as an option), a package to hold that is not held yet is held, and held
+    packages matching `replace_held` are unheld and removed in the same transaction. A
+    host with every package at its version, and held where asked, yields nothing.
+
+    ```yaml
+    - name: cuDNN 9
+      op: apt_packages
+      packages: [libcudnn9-cuda-12=9.10.2.21-1, libcudnn9-dev-cuda-12=9.10.2.21-1]
+      hold: [libcudnn9-cuda-12]
+      never: [cuda]
+    ```
+    """
+
     name = "apt_packages"
     args_model = AptPackagesArgs
 

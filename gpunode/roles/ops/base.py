@@ -42,10 +42,12 @@ def shaped(pattern: str, what: str) -> Callable[[str], str]:
             raise ValueError(f"{value!r} is not {what}")
         return value
 
+    check.__doc__ = what  # the shape, as the operations reference shows it
     return check
 
 
 def _no_control(value: str) -> str:
+    """one line (no newline or other control character; a tab is allowed)"""
     bad = _CONTROL.search(value.replace("\t", " "))
     if bad:
         raise ValueError(f"{value!r} holds a control character ({bad.group()!r}): one line only")
@@ -53,6 +55,7 @@ def _no_control(value: str) -> str:
 
 
 def _abs_path(value: str) -> str:
+    """an absolute path (/..., no control characters)"""
     if not value.startswith("/") or _CONTROL.search(value):
         raise ValueError(f"{value!r} is not an absolute path (/..., no control characters)")
     return value
@@ -71,6 +74,7 @@ DebVersion = Annotated[
 
 
 def _file_path(value: str) -> str:
+    """a file's absolute path (/..., not ending in /, . or ..; no control characters)"""
     _abs_path(value)
     if value.endswith("/") or value.rsplit("/", 1)[1] in (".", ".."):
         raise ValueError(f"{value!r} is not a file's path (it names a directory)")

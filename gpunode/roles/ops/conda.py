@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, Field
 
 from gpunode.plan.change import Change
 from gpunode.roles.ops.base import (
@@ -24,14 +24,36 @@ from gpunode.versions import matches_prefix
 
 
 class CondaArgs(Args):
-    prefix: str
-    installer_url: str
-    installer_sha256: str
-    """The installer runs as root: it must be this file (repos.conda_installer_sha256)."""
-    insecure_http: bool = False
+    prefix: AbsPath = Field(description="Where conda lives, e.g. /opt/conda.")
+    installer_url: Url = Field(
+        description="The Miniforge/Miniconda installer's URL (https unless insecure_http)."
+    )
+    installer_sha256: str = Field(
+        description="The installer's sha256 (64 hex digits). It runs as root: it must be this"
+        " file (repos.conda_installer_sha256); planning refuses the task without it."
+    )
+    insecure_http: bool = Field(
+        False, description="Allow a plain http download (labs only): repos.insecure_http."
+    )
 
 
 class Conda(Operation):
+    """conda installed in a prefix from a pinned installer.
+
+    The facts say where conda is; when it is not at `prefix`, one root step downloads the
+    installer into a private directory, checks its sha256 and runs it in batch mode
+    (`-b -u -p PREFIX`, completing a half-finished earlier install). A host with conda at
+    `prefix` yields nothing.
+
+    ```yaml
+    - name: conda in /opt/conda
+      op: conda
+      prefix: /opt/conda
+      installer_url: https://github.com/conda-forge/miniforge/releases/download/24.11.3-0/Miniforge3-Linux-x86_64.sh
+      installer_sha256: "{{ repos.conda_installer_sha256 }}"
+    ```
+    """
+
     name = "conda"
     args_model = CondaArgs
 
@@ -62,12 +84,29 @@ PyVersion = Annotated[
 
 
 class CondaEnvArgs(Args):
-    prefix: AbsPath
-    env: Name
-    python: PyVersion
+    prefix: AbsPath = Field(description="conda's prefix; the env is made in PREFIX/envs/ENV.")
+    env: Name = Field(description="The env's name.")
+    python: PyVersion = Field(
+        description='The Python version wanted; a prefix ("3.11") matches any 3.11.x.'
+    )
 
 
 class CondaEnv(Operation):
+    """A conda env with a Python of the version wanted.
+
+    The facts list the envs and their Python. A missing env is created (`conda create -p
+    PREFIX/envs/ENV python=VERSION`); one whose Python does not match the version (a
+    prefix: "3.11" accepts 3.11.9) gets it installed; one that matches yields nothing.
+
+    ```yaml
+    - name: conda env torch (Python 3.11)
+      op: conda_env
+      prefix: /opt/conda
+      env: torch
+      python: "3.11"
+    ```
+    """
+
     name = "conda_env"
     args_model = CondaEnvArgs
 
@@ -95,20 +134,28 @@ class CondaEnv(Operation):
         return []
 
 
+Extras = Annotated[str, AfterValidator(shaped(r"[A-Za-z0-9._,-]+", "pip extras"))]
+LocalLabel = Annotated[str, AfterValidator(shaped(r"[A-Za-z0-9.]+", "a local label"))]
+
+
 class PipPackage(Args):
-    name: PyName
-    version: PyVersion
-    extras: Annotated[str, AfterValidator(shaped(r"[A-Za-z0-9._,-]+", "pip extras"))] | None = None
-    local: Annotated[str, AfterValidator(shaped(r"[A-Za-z0-9.]+", "a local label"))] | None = None
-    """Local version label the wheel must carry, e.g. cu124 for 2.4.1+cu124."""
+    """One Python package at an exact version."""
+
+    name: PyName = Field(description="The PyPI name, e.g. torch.")
+    version: PyVersion = Field(description="The exact version, installed as `name==version`.")
+    extras: Extras | None = Field(None, description="Extras, e.g. and-cuda: `name[extras]`.")
+    local: LocalLabel | None = Field(
+        None, description="Local version label the wheel must carry, e.g. cu124 for 2.4.1+cu124."
+    )
 
 
 class PipArgs(Args):
-    python: AbsPath
-    """The env's interpreter, e.g. /opt/conda/envs/torch/bin/python."""
-    packages: list[PipPackage]
-    index_url: Url | None = None
-    extra_index_url: Url | None = None
+    python: AbsPath = Field(
+        description="The env's interpreter, e.g. /opt/conda/envs/torch/bin/python."
+    )
+    packages: list[PipPackage] = Field(description="The packages, each {name, version, ...}.")
+    index_url: Url | None = Field(None, description="pip's --index-url (a wheel index).")
+    extra_index_url: Url | None = Field(None, description="pip's --extra-index-url.")
 
 
 _CHECK = (
@@ -120,6 +167,24 @@ _CHECK = (
 
 
 class Pip(Operation):
+    """Python packages at exact versions (and local labels) in a conda env, through the
+    env's own pip.
+
+    A probe per package asks the env's Python which version is installed
+    (importlib.metadata). Those that are missing or at another version (or without the
+    local label wanted) are installed in one `python -m pip install name==version ...`;
+    when every package matches nothing is yielded.
+
+    ```yaml
+    - name: PyTorch 2.4.1 in torch
+      op: pip
+      python: /opt/conda/envs/torch/bin/python
+      packages:
+        - {name: torch, version: 2.4.1, local: cu124}
+      index_url: https://download.pytorch.org/whl/cu124
+    ```
+    """
+
     name = "pip"
     args_model = PipArgs
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from pydantic import Field
+
 from gpunode.plan.change import Change, Step
 from gpunode.roles.ops.apt import write_file_step
 from gpunode.roles.ops.base import (
@@ -25,16 +27,34 @@ from gpunode.roles.ops.base import (
 
 
 class FileArgs(Args):
-    path: FilePath
-    content: str = ""
-    mode: Mode = "0644"
-    owner: Owner = "root:root"
-    state: str = "present"  # present | absent
+    path: FilePath = Field(description="The file's absolute path (not a directory's).")
+    content: str = Field("", description="The whole content wanted (sent on stdin, never argv).")
+    mode: Mode = Field("0644", description="Octal mode.")
+    owner: Owner = Field("root:root", description="`user[:group]`, by name or number.")
+    state: str = Field(
+        "present", description="`present`, or `absent` to remove the file (anything else fails)."
+    )
 
 
 class File(Operation):
-    """Whole-file content, mode and owner; a file with the right content keeps it, and only
-    its mode or owner is corrected."""
+    """A file with exactly this content, mode and owner, or no file (`state: absent`).
+
+    The facts carry the sha256, mode and owner of every path a task manages. A file whose
+    content differs, or that is missing (or unreadable to the SSH user), is written whole:
+    into a new private file beside it, given its owner and mode, renamed over it. A file
+    with the right content keeps it, and only a differing mode or owner is corrected
+    (`chmod`, `chown`). With `state: absent` a present file is removed. A file that is
+    already as wanted yields nothing.
+
+    ```yaml
+    - name: swappiness
+      op: file
+      path: /etc/sysctl.d/90-gpunode.conf
+      content: "vm.swappiness = 10\\n"
+      mode: "0644"
+      owner: root:root
+    ```
+    """
 
     name = "file"
     args_model: ClassVar[type[Args]] = FileArgs
@@ -78,24 +98,62 @@ def _why_write(ctx: OpContext, path: str, have: str | None) -> str:
 
 
 class TemplateArgs(FileArgs):
-    src: str
-    """Template under the role's templates/; the engine renders it into `content`."""
+    src: str = Field(
+        description="A Jinja template under the role's templates/ folder; the role's variables"
+        " and facts render it into `content` (which the task does not give)."
+    )
 
 
 class Template(File):
+    """A file rendered from a Jinja template in the role's templates/ folder: as `file`,
+    with the rendered text as its content.
+
+    Written only when the rendered text's sha256 differs from the file's (or the file is
+    missing); a file with that content only has its mode and owner corrected, and one that
+    is as wanted yields nothing (nor do its `on_change` commands run, ldconfig below).
+
+    ```yaml
+    - name: CUDA libraries for the dynamic linker
+      op: template
+      src: gpunode-cuda.conf.j2
+      path: /etc/ld.so.conf.d/gpunode-cuda.conf
+      mode: "0644"
+      on_change: [ldconfig]
+    ```
+    """
+
     name = "template"
     args_model = TemplateArgs
 
 
 class LineInFileArgs(Args):
-    path: FilePath
-    line: Line
-    """One line: a newline in it would add lines the probe never finds (and a config file
-    would read as more settings than the task shows)."""
-    mode: Mode = "0644"
+    path: FilePath = Field(description="The file; it and its directory are made when missing.")
+    line: Line = Field(
+        description="The whole line, without its newline. One line only: a newline in it would"
+        " add lines the check never finds (and a config file would read as more settings"
+        " than the task shows)."
+    )
+    mode: Mode = Field(
+        "0644", description="Not applied: the file keeps its mode (a new one gets the umask's)."
+    )
 
 
 class LineInFile(Operation):
+    """A line present, whole, in a file: appended when missing, other lines untouched.
+
+    Whether the line is there is a probe (`grep -qxF`, the exact whole line), batched with
+    the others in one round trip. A missing line is appended (on stdin), after a newline
+    if the file's last line lacks one, making the file and its directory when absent. A
+    file that already holds the line yields nothing.
+
+    ```yaml
+    - name: nvidia modules load at boot
+      op: line_in_file
+      path: /etc/modules-load.d/gpunode.conf
+      line: nvidia-uvm
+    ```
+    """
+
     name = "line_in_file"
     args_model = LineInFileArgs
 
@@ -129,13 +187,30 @@ class LineInFile(Operation):
 
 
 class ModuleBlacklistArgs(Args):
-    module: ModuleName
-    """Written into a modprobe.d line and the default file name: [A-Za-z0-9_-] only."""
-    path: FilePath | None = None
+    module: ModuleName = Field(
+        description="The kernel module. Written into a modprobe.d line and the default file"
+        " name: [A-Za-z0-9_-] only."
+    )
+    path: FilePath | None = Field(
+        None, description="The modprobe.d file; /etc/modprobe.d/gpunode-blacklist-MODULE.conf."
+    )
 
 
 class ModuleBlacklist(Operation):
-    """Blacklist a kernel module; rebuild the initramfs so early boot honours it."""
+    """A kernel module blacklisted in its own modprobe.d file, with the initramfs rebuilt so
+    early boot honours it (`nouveau` also gets `options nouveau modeset=0`).
+
+    The file is written, and `update-initramfs -u` run, only when its sha256 differs from
+    the content wanted (or it is missing); the change asks for a reboot when the module is
+    nouveau and the facts say it is loaded. A file with that content only has its mode and
+    owner (0644 root:root) corrected, and one that is as wanted yields nothing.
+
+    ```yaml
+    - name: blacklist nouveau
+      op: module_blacklist
+      module: nouveau
+    ```
+    """
 
     name = "module_blacklist"
     args_model = ModuleBlacklistArgs

@@ -6,6 +6,8 @@ import os.path
 import shlex
 from typing import Any
 
+from pydantic import Field
+
 from gpunode.plan.change import Change
 from gpunode.roles.ops.base import (
     AbsPath,
@@ -21,13 +23,30 @@ from gpunode.roles.ops.base import (
 
 
 class AlternativesArgs(Args):
-    alternative: Name
-    link: FilePath
-    path: FilePath
-    priority: int = 100
+    alternative: Name = Field(description="The alternative's name, e.g. cuda.")
+    link: FilePath = Field(description="The generic link, e.g. /usr/local/cuda.")
+    path: FilePath = Field(description="What the link must point to, e.g. /usr/local/cuda-12.4.")
+    priority: int = Field(100, description="The priority it is installed with.")
 
 
 class Alternatives(Operation):
+    """An update-alternatives link set to one path: installed and selected.
+
+    Where `cuda` points comes from the facts; any other alternative is read by a probe
+    (`update-alternatives --query`). When it points elsewhere, or nowhere,
+    `update-alternatives --install` then `--set` make it point to `path`; when it already
+    does, nothing is yielded.
+
+    ```yaml
+    - name: default CUDA 12.4
+      op: alternatives
+      alternative: cuda
+      link: /usr/local/cuda
+      path: /usr/local/cuda-12.4
+      priority: 124
+    ```
+    """
+
     name = "alternatives"
     args_model = AlternativesArgs
 
@@ -67,16 +86,30 @@ class Alternatives(Operation):
 
 
 class ServiceArgs(Args):
-    unit: Name
-    enabled: bool = True
-    started: bool = True
+    unit: Name = Field(description="The systemd unit, e.g. nvidia-persistenced.")
+    enabled: bool = Field(True, description="Enabled at boot (true) or disabled (false).")
+    started: bool = Field(True, description="Running now (true) or stopped (false).")
 
 
 SYSTEMD = Probe("systemd", "test -d /run/systemd/system")
 
 
 class Service(Operation):
-    """systemd units; a host without systemd (a container) is noted, not failed."""
+    """A systemd unit enabled or disabled, and started or stopped.
+
+    Probes (`systemctl is-enabled`, `is-active`) read its state; only what differs from
+    the task is changed (`systemctl enable|disable`, `start|stop`), and a unit already as
+    wanted yields nothing. A host without systemd (a container) gets a note, not a change
+    or a failure.
+
+    ```yaml
+    - name: persistence daemon
+      op: service
+      unit: nvidia-persistenced
+      enabled: true
+      started: true
+    ```
+    """
 
     name = "service"
     args_model = ServiceArgs
@@ -109,19 +142,46 @@ class Service(Operation):
 
 
 class CommandArgs(Args):
-    cmd: str | list[str]
-    """Shell text written by the role, or an argv list that gpunode quotes."""
-    creates: AbsPath | None = None
-    unless: str | None = None
-    """Shell written by the role: the command runs when it fails. It is checked when the
-    host is applied; `plan` and `apply --check` run no role's shell, and show the command
-    as one that would be checked, unless `check_mode_probe` says this check only reads."""
-    check_mode_probe: bool = False
-    reason: str | None = None
-    sudo: bool = True
+    cmd: str | list[str] = Field(
+        description="Shell text written by the role, or an argv list that gpunode quotes."
+    )
+    creates: AbsPath | None = Field(
+        None, description="A path the command makes: while it exists the command does not run."
+    )
+    unless: str | None = Field(
+        None,
+        description="Shell written by the role: the command runs when it fails. It is checked"
+        " when the host is applied; `plan` and `apply --check` run no role's shell, and show"
+        " the command as one that would be checked, unless `check_mode_probe` says this check"
+        " only reads.",
+    )
+    check_mode_probe: bool = Field(
+        False, description="The `unless` check only reads: `plan` and `apply --check` run it too."
+    )
+    reason: str | None = Field(
+        None, description="The change's reason; by default what the guard found."
+    )
+    sudo: bool = Field(True, description="Run as root (false: as the SSH user).")
 
 
 class Command(Operation):
+    """A role's own command, guarded so that it runs only while needed.
+
+    A command task must say `creates:` (a path it makes) or `unless:` (a check that
+    succeeds once it is done), or both; planning refuses it otherwise. When the path
+    exists or the check succeeds nothing is yielded; otherwise the command is the change.
+    An `unless` check is shell a role wrote: it runs only when the host is applied, so
+    `plan` and `apply --check` show the change as one that would be checked (unless
+    `check_mode_probe: true` says the check only reads).
+
+    ```yaml
+    - name: stamp the image
+      op: command
+      cmd: [touch, /etc/site-stamp]
+      creates: /etc/site-stamp
+    ```
+    """
+
     name = "command"
     args_model = CommandArgs
 
@@ -159,11 +219,23 @@ class Command(Operation):
 
 
 class RebootArgs(Args):
-    reason: str
+    reason: str = Field(description="Why: shown in the plan and the run's events.")
 
 
 class Reboot(Operation):
-    """Ask the executor for a reboot after the host's other changes (at most one per run)."""
+    """A reboot after the host's other changes (the executor does at most one per run).
+
+    It always yields its change: a role says when a reboot is needed with the task's
+    `when:` (the loaded driver differs from the one wanted), and once the host has come
+    back the facts make that condition false.
+
+    ```yaml
+    - name: load the new driver
+      op: reboot
+      reason: driver 550.163.01 wanted, 535.230.02 loaded
+      when: facts.module.version != driver_version
+    ```
+    """
 
     name = "reboot"
     args_model = RebootArgs
