@@ -171,7 +171,11 @@ class OpenSSHTransport:
             stderr,
             label=self.label,
             name=host if port == "22" else f"[{host}]:{port}",
-            known_hosts_file=e.get("userknownhostsfile", "~/.ssh/known_hosts").split()[0],
+            known_hosts_files=[
+                os.path.expanduser(f)
+                for key in ("userknownhostsfile", "globalknownhostsfile")
+                for f in e.get(key, "").split()
+            ],
         )
 
     # -- commands ---------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+from collections.abc import Sequence
 
 from gpunode.transport.base import (
     HostKeyChangedError,
@@ -86,17 +87,32 @@ def _known_line(stderr: str) -> str:
     return f"another key ({path}:{lineno})"
 
 
-def classify(stderr: str, *, label: str, name: str, known_hosts_file: str) -> TransportError:
+def _revoked_line(stderr: str, files: Sequence[str]) -> str:
+    """ " (the @revoked line at file:line)" for the offered key, if one of `files` has it."""
+    found = _OFFERED.search(stderr)
+    if not found:
+        return ""
+    for line in KnownHosts.load([], optional=files).lines:
+        if line.marker == "@revoked" and blob_fingerprint(line.blob) == found.group(2):
+            return f" (the @revoked line at {line.where})"
+    return ""
+
+
+def classify(
+    stderr: str, *, label: str, name: str, known_hosts_files: Sequence[str]
+) -> TransportError:
     """The error for a failed `ssh` (exit 255). `label` is user@host:port for messages,
-    `name` the host as known_hosts names it, `known_hosts_file` where new keys go."""
+    `name` the host as known_hosts names it, `known_hosts_files` the files ssh read (the
+    first is where new keys go)."""
+    known_hosts_file = known_hosts_files[0] if known_hosts_files else "~/.ssh/known_hosts"
     said = _said(stderr)
     text = "\n".join(said)
     why = "; ".join(said[-3:]) or "ssh exited 255 without saying why"
     if "REVOKED HOST KEY" in stderr or "is marked as revoked" in stderr or "revoked by" in text:
         return HostKeyRevokedError(
-            f"{REVOKED_PREFIX}{name} offered {_offered(stderr)}, which a @revoked line or "
-            "RevokedHostKeys lists; refused. Someone may be using a stolen key, or the host "
-            "still has a key that was retired."
+            f"{REVOKED_PREFIX}{name} offered {_offered(stderr)}, which is revoked"
+            f"{_revoked_line(stderr, known_hosts_files)}; refused. Someone may be using a "
+            "stolen key, or the host still has a key that was retired."
         )
     if "REMOTE HOST IDENTIFICATION HAS CHANGED" in stderr:
         found = _CHANGED_NAME.search(text)

@@ -148,3 +148,25 @@ def test_changed_host_key_exits_5_through_gpunode_facts(
     assert _fingerprint(tmp_path / "impostor.pub") in host["error"]  # the known one
     assert f"{kh}:1" in host["error"]
     assert ssh_server.accepted_since(before, 1, timeout=0.5) == 0  # refused before login
+
+
+def test_close_stops_the_master(ssh_server: SshServer) -> None:
+    t = OpenSSHTransport("t1", "127.0.0.1", ssh_server.settings())
+    t.connect()
+    assert t._dir is not None
+    control = Path(t._dir)
+    assert oct(control.stat().st_mode & 0o777) == "0o700"
+    check = subprocess.run(
+        ["ssh", "-o", f"ControlPath={control}/%C", "-O", "check", "-p", str(ssh_server.port),
+         "-l", NOPASS_USER, "127.0.0.1"],
+        capture_output=True, text=True, timeout=10,
+    )  # fmt: skip
+    assert check.returncode == 0, check.stderr
+    pid = int(check.stderr.split("pid=")[1].split(")")[0])
+    assert Path(f"/proc/{pid}").exists()
+    t.close()
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists():
+        assert time.monotonic() < deadline, "the master is still running"
+        time.sleep(0.05)
+    assert not control.exists()

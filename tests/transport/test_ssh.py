@@ -356,3 +356,11 @@ def test_ssh_config_and_proxyjump(ssh_server: SshServer, tmp_path: Path) -> None
 
 def _read(path: Path) -> str:
     return path.read_text(errors="replace") if path.exists() else ""
+
+
+def test_silent_command_is_unreachable_after_the_inactivity_timeout(ssh: Remote) -> None:
+    ssh.inactivity_timeout = 1.0
+    start = time.monotonic()
+    with pytest.raises(HostUnreachableError, match="no output for 1 s"):
+        ssh.run("sleep 30")
+    assert time.monotonic() - start < 4
