@@ -20,6 +20,7 @@ import os
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -115,7 +116,19 @@ class OpenSSHTransport:
         return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
     def _master_up(self) -> bool:
-        return self._dir is not None and any(os.scandir(self._dir))
+        """Whether a master answers on the control socket; a stale socket (a master that
+        was killed) is removed, so that connect() starts a new one."""
+        if self._dir is None:
+            return False
+        for entry in os.scandir(self._dir):
+            with socket.socket(socket.AF_UNIX) as sock:
+                try:
+                    sock.connect(entry.path)
+                    return True
+                except OSError:
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry.path)
+        return False
 
     def connect(self) -> None:
         with self._lock:
@@ -199,7 +212,7 @@ class OpenSSHTransport:
             script = become.wrap(script)
         ssh = self._command()
         argv = [
-            *ssh.argv("-o", "LogLevel=ERROR", login_user=self._login_user),
+            *ssh.argv("-o", "LogLevel=ERROR", login_user=self._login_user, master="no"),
             *ssh.destination(),
             f"sh -c {shlex.quote(script)}",
         ]

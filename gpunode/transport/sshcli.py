@@ -48,14 +48,15 @@ class SshCommand:
             return []
         return ["-F", full]
 
-    def options(self, *, login_user: str | None = None) -> list[str]:
+    def options(self, *, login_user: str | None = None, master: str = "auto") -> list[str]:
         """Everything but the destination and the command. `login_user` is the user to
-        pass when neither the inventory nor the ssh config names one."""
+        pass when neither the inventory nor the ssh config names one; `master` is
+        ControlMaster: commands use `no`, so that only connect() starts a master."""
         s = self.settings
         explicit = s.model_fields_set
         argv = [
             *self.config_args(),
-            *_o("ControlMaster", "auto"),
+            *_o("ControlMaster", master),
             *_o("ControlPath", os.path.join(self.control_dir, "%C")),
             *_o("ControlPersist", CONTROL_PERSIST),
             *_o("BatchMode", "yes"),
@@ -82,9 +83,9 @@ class SshCommand:
             argv += _o(name, value)
         return argv
 
-    def argv(self, *args: str, login_user: str | None = None) -> list[str]:
+    def argv(self, *args: str, login_user: str | None = None, master: str = "auto") -> list[str]:
         """`ssh OPTIONS [args...]`; callers append `--`, the destination and a command."""
-        return [self.binary, *self.options(login_user=login_user), *args]
+        return [self.binary, *self.options(login_user=login_user, master=master), *args]
 
     def destination(self) -> list[str]:
         return ["--", self.address]

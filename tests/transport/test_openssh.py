@@ -150,23 +150,59 @@ def test_changed_host_key_exits_5_through_gpunode_facts(
     assert ssh_server.accepted_since(before, 1, timeout=0.5) == 0  # refused before login
 
 
+def _master_pid(t: OpenSSHTransport, server: SshServer) -> int:
+    """The master's pid, as `ssh -O check` on the transport's control socket reports it."""
+    assert t._dir is not None
+    check = subprocess.run(
+        ["ssh", "-o", f"ControlPath={t._dir}/%C", "-O", "check", "-p", str(server.port),
+         "-l", NOPASS_USER, "127.0.0.1"],
+        capture_output=True, text=True, timeout=10,
+    )  # fmt: skip
+    assert check.returncode == 0, check.stderr
+    return int(check.stderr.split("pid=")[1].split(")")[0])
+
+
+def _gone(pid: int) -> None:
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and "zombie" not in _state(pid):
+        assert time.monotonic() < deadline, f"process {pid} is still running"
+        time.sleep(0.05)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().split("State:")[1].split("\n")[0]
+    except (OSError, IndexError):
+        return "zombie"
+
+
 def test_close_stops_the_master(ssh_server: SshServer) -> None:
     t = OpenSSHTransport("t1", "127.0.0.1", ssh_server.settings())
     t.connect()
     assert t._dir is not None
     control = Path(t._dir)
     assert oct(control.stat().st_mode & 0o777) == "0o700"
-    check = subprocess.run(
-        ["ssh", "-o", f"ControlPath={control}/%C", "-O", "check", "-p", str(ssh_server.port),
-         "-l", NOPASS_USER, "127.0.0.1"],
-        capture_output=True, text=True, timeout=10,
-    )  # fmt: skip
-    assert check.returncode == 0, check.stderr
-    pid = int(check.stderr.split("pid=")[1].split(")")[0])
+    pid = _master_pid(t, ssh_server)
     assert Path(f"/proc/{pid}").exists()
     t.close()
-    deadline = time.monotonic() + 10
-    while Path(f"/proc/{pid}").exists():
-        assert time.monotonic() < deadline, "the master is still running"
-        time.sleep(0.05)
+    _gone(pid)
     assert not control.exists()
+
+
+def test_a_killed_master_is_replaced_by_a_new_login(ssh_server: SshServer) -> None:
+    import os
+    import signal
+
+    before = ssh_server.accepted()
+    t = OpenSSHTransport("t1", "127.0.0.1", ssh_server.settings())
+    try:
+        assert t.run(["echo", "1"]).stdout == "1\n"
+        pid = _master_pid(t, ssh_server)
+        os.kill(pid, signal.SIGKILL)  # its socket stays behind, stale
+        _gone(pid)
+        assert t.run(["echo", "2"]).stdout == "2\n"
+        assert t.connections_opened == 2
+        assert _master_pid(t, ssh_server) != pid
+    finally:
+        t.close()
+    assert ssh_server.accepted_since(before, 2) == 2
