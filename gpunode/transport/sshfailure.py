@@ -3,7 +3,7 @@
 The master connection runs at LogLevel=DEBUG1 so that its stderr names the key the
 host offered ("Server host key: TYPE SHA256:..."): a changed or unknown key is
 reported with its fingerprint, as the paramiko transport does. Debug lines are only
-read here, never shown.
+read here, never shown. hostkeys (and with it paramiko) is imported only on a failure.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from gpunode.transport.base import (
     HostUnreachableError,
     TransportError,
 )
-from gpunode.transport.hostkeys import CHANGED_PREFIX, REVOKED_PREFIX, KnownHosts
 
 _OFFERED = re.compile(r"Server host key: (\S+) (SHA256:[A-Za-z0-9+/]+)")
 _SENT = re.compile(r"fingerprint for the (\S+) key sent by the remote host is\s+(SHA256:[^\s.]+)")
@@ -73,6 +72,8 @@ def _offered(stderr: str) -> str:
 
 def _known_line(stderr: str) -> str:
     """The known_hosts line ssh found offending, as "TYPE SHA256:... (file:line)"."""
+    from gpunode.transport.hostkeys import KnownHosts
+
     found = _OFFENDING.search(stderr)
     if not found:
         return "another key"
@@ -89,6 +90,8 @@ def _known_line(stderr: str) -> str:
 
 def _revoked_line(stderr: str, files: Sequence[str]) -> str:
     """ " (the @revoked line at file:line)" for the offered key, if one of `files` has it."""
+    from gpunode.transport.hostkeys import KnownHosts
+
     found = _OFFERED.search(stderr)
     if not found:
         return ""
@@ -104,6 +107,8 @@ def classify(
     """The error for a failed `ssh` (exit 255). `label` is user@host:port for messages,
     `name` the host as known_hosts names it, `known_hosts_files` the files ssh read (the
     first is where new keys go)."""
+    from gpunode.transport.hostkeys import CHANGED_PREFIX, REVOKED_PREFIX
+
     known_hosts_file = known_hosts_files[0] if known_hosts_files else "~/.ssh/known_hosts"
     said = _said(stderr)
     text = "\n".join(said)
