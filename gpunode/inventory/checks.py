@@ -105,3 +105,52 @@ def conda_prefix(value: str) -> str:
             "use a directory of its own such as /opt/conda"
         )
     return value
+
+
+# One ProxyJump hop: [user@]host[:port], host a name, an ssh_config alias or [IPv6]; no `%`
+# (ssh's token expansion), `-` first (an option), whitespace or quotes.
+_JUMP_HOP = re.compile(
+    r"\A(?:[A-Za-z_][A-Za-z0-9_.-]{0,31}@)?"
+    r"(?:[A-Za-z0-9][A-Za-z0-9_.-]*|\[[0-9A-Fa-f:.]+\])"
+    r"(?::[0-9]{1,5})?\Z"
+)
+
+
+def proxy_jump(value: str) -> str:
+    """A `-J` spec: comma-separated hops, each `[user@]host[:port]`."""
+    if value.lower() == "none":
+        return value
+    for hop in value.split(","):
+        if not _JUMP_HOP.match(hop):
+            raise ValueError(
+                f"{value!r} is not a ProxyJump spec: write [user@]host[:port] hops separated "
+                "by commas, e.g. admin@bastion.lab:2222 (no spaces, quotes, `%` or leading `-`)"
+            )
+    return value
+
+
+# Options gpunode sets itself: multiplexing and batch mode keep it working, and the host
+# key policy has settings of its own.
+_RESERVED_OPTIONS = {
+    "batchmode": "gpunode always runs ssh with BatchMode=yes",
+    "controlmaster": "gpunode manages the connection's ControlMaster itself",
+    "controlpath": "gpunode keeps its control sockets in a private directory",
+    "controlpersist": "gpunode manages the connection's ControlPersist itself",
+    "stricthostkeychecking": "set ssh.host_key_policy (strict or accept-new) instead",
+    "userknownhostsfile": "set ssh.known_hosts_file instead",
+}
+
+
+def ssh_option_name(value: str) -> str:
+    if not re.fullmatch(r"[A-Za-z]+", value):
+        raise ValueError(f"{value!r} is not an ssh option name: letters only, as ssh_config(5)")
+    why = _RESERVED_OPTIONS.get(value.lower())
+    if why:
+        raise ValueError(f"{value} cannot be set in ssh.options: {why}")
+    return value
+
+
+def ssh_option_value(value: str | int) -> str | int:
+    if isinstance(value, str) and (not value.strip() or value.startswith("-")):
+        raise ValueError(f"{value!r}: an ssh option value cannot be empty or start with `-`")
+    return value

@@ -22,7 +22,14 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
-from gpunode.inventory.checks import conda_prefix, host_address, http_url
+from gpunode.inventory.checks import (
+    conda_prefix,
+    host_address,
+    http_url,
+    proxy_jump,
+    ssh_option_name,
+    ssh_option_value,
+)
 from gpunode.inventory.text import bad_strings
 
 # Patterns are Python `re` (Strict sets the engine): `[0-9]`, not `\d`, which matches any
@@ -55,6 +62,9 @@ Address = Annotated[str, AfterValidator(host_address)]
 """A hostname, IPv4 address or IPv6 address (brackets optional): nothing a shell or an
 ssh_config `%h` expansion could read as more."""
 CondaPrefix = Annotated[str, AfterValidator(conda_prefix)]
+JumpSpec = Annotated[str, AfterValidator(proxy_jump)]
+SshOptionName = Annotated[str, AfterValidator(ssh_option_name)]
+SshOptionValue = Annotated[str | int, AfterValidator(ssh_option_value)]
 
 PATTERN_HINTS = {
     NAME: "a name: letters, digits, `_`, `.` and `-`, starting with a letter or digit",
@@ -120,6 +130,16 @@ class SshSettings(Strict):
     inactivity_timeout: Annotated[float, Field(gt=0)] = 30.0
     """Seconds a command may go without output and without exiting before the host is
     reported unreachable ("no output for N s"): a silent host or a dead peer."""
+    transport: Literal["paramiko", "openssh"] = "paramiko"
+    """paramiko: SSH inside gpunode. openssh: the system's `ssh` client over one
+    multiplexed connection per host, with everything OpenSSH reads (Include, ProxyCommand,
+    /etc/ssh/ssh_config, every known_hosts file, host certificates, GSSAPI)."""
+    proxy_jump: JumpSpec | None = None
+    """Jump hosts, as `ssh -J`: `[user@]host[:port]`, comma-separated; wins over ProxyJump
+    in the ssh config."""
+    options: dict[SshOptionName, SshOptionValue] = Field(default_factory=dict)
+    """Extra `-o Name=value` options for the openssh transport. Options that run commands
+    (ProxyCommand, LocalCommand, KnownHostsCommand) run them on the controller."""
 
 
 Sha256 = Annotated[str, StringConstraints(pattern=r"\A[0-9a-f]{64}\Z")]
@@ -291,6 +311,8 @@ class Host(HostEntry):
     def _reachable(self) -> Host:
         if self.connection == "ssh" and not self.address:
             raise ValueError("an ssh host needs an address: set `address:` or `connection: local`")
+        if self.ssh.options and self.ssh.transport != "openssh":
+            raise ValueError("ssh.options are passed to OpenSSH: set ssh.transport: openssh")
         return self
 
     @field_validator("repos")

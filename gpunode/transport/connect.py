@@ -60,6 +60,11 @@ def paramiko_problem() -> str | None:
 
 
 def _open(host: Host, become_password: Secret | None) -> Transport:
+    if host.connection == "ssh" and host.ssh.transport == "openssh":
+        from gpunode.transport.openssh import OpenSSHTransport
+
+        assert host.address is not None
+        return OpenSSHTransport(host.name, host.address, host.ssh, become_password=become_password)
     if host.connection == "ssh" and (problem := paramiko_problem()):
         from gpunode.transport.base import HostUnreachableError
 

@@ -5,72 +5,15 @@ from __future__ import annotations
 import contextlib
 import getpass
 import os
-import selectors
-import signal
 import socket
-import subprocess
 import tempfile
 from collections.abc import Sequence
 
 from gpunode.transport.base import CommandResult, OutputCallback, TransportError
 from gpunode.transport.become import prepare, read_with_sudo
 from gpunode.transport.driver import drive
-from gpunode.transport.secret import Secret, child_env
-
-
-class _LocalProcess:
-    def __init__(self, script: str) -> None:
-        self._p = subprocess.Popen(
-            ["/bin/sh", "-c", script],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,  # so a timeout can kill the whole process group
-            env=child_env(),  # never the sudo password's variable
-        )
-        assert self._p.stdout and self._p.stderr
-        self._sel = selectors.DefaultSelector()
-        self._sel.register(self._p.stdout, selectors.EVENT_READ, "stdout")
-        self._sel.register(self._p.stderr, selectors.EVENT_READ, "stderr")
-        self._stdin_open = True
-
-    def read(self, wait: float) -> tuple[bytes, bytes, bool]:
-        out, err = b"", b""
-        if self._sel.get_map():
-            for key, _ in self._sel.select(wait):
-                chunk = os.read(key.fd, 65536)
-                if not chunk:
-                    self._sel.unregister(key.fileobj)
-                elif key.data == "stdout":
-                    out += chunk
-                else:
-                    err += chunk
-        if not self._sel.get_map():
-            self._p.wait()
-            return out, err, True
-        return out, err, False
-
-    def write(self, data: bytes) -> None:
-        assert self._p.stdin
-        with contextlib.suppress(BrokenPipeError):
-            self._p.stdin.write(data)
-            self._p.stdin.flush()
-
-    def close_stdin(self) -> None:
-        if self._stdin_open and self._p.stdin:
-            self._stdin_open = False
-            with contextlib.suppress(BrokenPipeError):
-                self._p.stdin.close()
-
-    def exit_code(self) -> int:
-        code = self._p.wait()
-        return code if code >= 0 else 128 - code
-
-    def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self._p.pid, signal.SIGKILL)
-        self._p.wait()
-        self._sel.close()
+from gpunode.transport.pipes import PipeProcess
+from gpunode.transport.secret import Secret
 
 
 class LocalTransport:
@@ -107,7 +50,7 @@ class LocalTransport:
         if sudo and os.geteuid() != 0:
             become_as = f"{getpass.getuser()}@{socket.gethostname()}"
         cmd, script, become = prepare(command, env, become_as, self._password)
-        proc = _LocalProcess(script)
+        proc = PipeProcess(["/bin/sh", "-c", script])
         return drive(
             proc,
             shown=cmd,

@@ -2,6 +2,7 @@
 
 Values the inventory sets explicitly win; otherwise ~/.ssh/config (HostName, User,
 Port, IdentityFile, ProxyJump) applies; otherwise the inventory's defaults.
+ssh.proxy_jump wins over the config's ProxyJump.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def resolve(
     else:
         identities = tuple(os.path.expanduser(p) for p in found.get("identityfile", []))
     jumps: tuple[Endpoint, ...] = ()
-    proxy = found.get("proxyjump")
+    proxy = ssh.proxy_jump or found.get("proxyjump")
     if proxy and proxy.lower() != "none":
         if _depth > 5:
             raise ValueError(f"ProxyJump for {address} loops or nests too deep")

@@ -88,27 +88,43 @@ class SshServer:
 
 
 @contextlib.contextmanager
-def sshd(root: Path) -> Iterator[SshServer]:
+def sshd(
+    root: Path, *, users_of: SshServer | None = None, host_ca: Path | None = None
+) -> Iterator[SshServer]:
+    """A running sshd. `users_of`: a second server for the same test users (and client
+    key) as that one. `host_ca`: a CA private key that signs this server's host key (it
+    then offers the certificate, for the principals 127.0.0.1 and localhost)."""
     root.mkdir(parents=True, exist_ok=True)
     hostkey = root / "ssh_host_ed25519_key"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(hostkey)], check=True)
-    client_key = root / "id_ed25519"
-    subprocess.run(
-        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(client_key)], check=True
-    )
-    pub = (root / "id_ed25519.pub").read_text()
-    password = "pw-" + secrets.token_hex(12)
-    _ensure_user(NOPASS_USER, "x-" + secrets.token_hex(12), pub)
-    _ensure_user(PASS_USER, password, pub)
+    certificate = ""
+    if host_ca is not None:
+        subprocess.run(
+            ["ssh-keygen", "-q", "-s", str(host_ca), "-I", "gpunode-test-host", "-h",
+             "-n", "127.0.0.1,localhost", f"{hostkey}.pub"],
+            check=True,
+        )  # fmt: skip
+        certificate = f"HostCertificate {hostkey}-cert.pub\n"
     sudoers = Path(f"/etc/sudoers.d/gpunode-tests{_SUFFIX}")
-    sudoers.write_text(
-        f"{NOPASS_USER} ALL=(ALL) NOPASSWD: ALL\n"
-        f"{PASS_USER} ALL=(ALL) ALL\n"
-        f"Defaults:{PASS_USER} timestamp_timeout=0\n"
-        # sudo's own log of each attempt: no syslog daemon is needed to read it
-        f"Defaults:{PASS_USER} logfile={root}/sudo.log\n"
-    )
-    os.chmod(sudoers, 0o440)
+    if users_of is not None:
+        client_key, password = users_of.client_key, users_of.sudo_password
+    else:
+        client_key = root / "id_ed25519"
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(client_key)], check=True
+        )
+        pub = (root / "id_ed25519.pub").read_text()
+        password = "pw-" + secrets.token_hex(12)
+        _ensure_user(NOPASS_USER, "x-" + secrets.token_hex(12), pub)
+        _ensure_user(PASS_USER, password, pub)
+        sudoers.write_text(
+            f"{NOPASS_USER} ALL=(ALL) NOPASSWD: ALL\n"
+            f"{PASS_USER} ALL=(ALL) ALL\n"
+            f"Defaults:{PASS_USER} timestamp_timeout=0\n"
+            # sudo's own log of each attempt: no syslog daemon is needed to read it
+            f"Defaults:{PASS_USER} logfile={root}/sudo.log\n"
+        )
+        os.chmod(sudoers, 0o440)
     Path("/run/sshd").mkdir(exist_ok=True)
     port = free_port()
     log = root / "sshd.log"
@@ -118,7 +134,7 @@ def sshd(root: Path) -> Iterator[SshServer]:
         "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM yes\n"
         "PermitRootLogin no\nAllowTcpForwarding yes\nLogLevel DEBUG1\nMaxStartups 100\n"
         f"AllowUsers {NOPASS_USER} {PASS_USER}\n"
-        "Subsystem sftp /usr/lib/openssh/sftp-server\n"
+        "Subsystem sftp /usr/lib/openssh/sftp-server\n" + certificate
     )
     proc = subprocess.Popen(["/usr/sbin/sshd", "-D", "-E", str(log), "-f", str(cfg)])
     host_pub = " ".join((root / "ssh_host_ed25519_key.pub").read_text().split()[:2])
@@ -139,5 +155,6 @@ def sshd(root: Path) -> Iterator[SshServer]:
     finally:
         proc.terminate()
         proc.wait(10)
-        sudoers.unlink(missing_ok=True)
+        if users_of is None:
+            sudoers.unlink(missing_ok=True)
         shutil.rmtree(root, ignore_errors=True)

@@ -1,4 +1,5 @@
-"""known_hosts as OpenSSH reads it: markers, patterns, the global file; against a real sshd."""
+"""known_hosts as OpenSSH reads it: markers, patterns, the global file; against a real sshd,
+with both transports (paramiko's reader is gpunode's own, openssh's is OpenSSH's)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from gpunode.transport.hostkeys import (
     KnownHosts,
     host_matches,
 )
-from gpunode.transport.ssh import SSHTransport
 
+from .conftest import MakeTransport
 from .sshd import SshServer
 
 
@@ -28,8 +29,12 @@ def _new_key(tmp_path: Path, name: str = "other") -> str:
     return " ".join((tmp_path / f"{name}.pub").read_text().split()[:2])
 
 
-def _connect(server: SshServer, kh: Path, address: str = "127.0.0.1", **kw: object) -> str:
-    t = SSHTransport("t1", address, server.settings(known_hosts_file=str(kh), **kw))
+def _connect(
+    make: MakeTransport, server: SshServer, kh: Path, address: str = "127.0.0.1", **kw: object
+) -> str:
+    if make.kind == "openssh":  # OpenSSH reads the global files itself: the same ones
+        kw["options"] = {"GlobalKnownHostsFile": " ".join(hostkeys.GLOBAL_KNOWN_HOSTS)}
+    t = make("t1", address, server.settings(known_hosts_file=str(kh), **kw))
     try:
         return t.run(["echo", "in"]).stdout
     finally:
@@ -55,7 +60,7 @@ def test_patterns() -> None:
 
 
 def test_marker_lines_used_to_crash_and_other_hosts_are_unaffected(
-    ssh_server: SshServer, tmp_path: Path
+    ssh_server: SshServer, make_transport: MakeTransport, tmp_path: Path
 ) -> None:
     """The attack: a known_hosts with `@cert-authority` and `@revoked` lines (and a line of
     garbage). paramiko's own reader stops the whole run on them; ours skips, uses the rest."""
@@ -71,10 +76,12 @@ def test_marker_lines_used_to_crash_and_other_hosts_are_unaffected(
     with pytest.raises(Exception) as crash:  # what the run died of before
         paramiko.HostKeys().load(str(kh))
     assert not isinstance(crash.value, paramiko.SSHException)
-    assert _connect(ssh_server, kh) == "in\n"
+    assert _connect(make_transport, ssh_server, kh) == "in\n"
 
 
-def test_revoked_key_is_refused_before_login(ssh_server: SshServer, tmp_path: Path) -> None:
+def test_revoked_key_is_refused_before_login(
+    ssh_server: SshServer, make_transport: MakeTransport, tmp_path: Path
+) -> None:
     """The server's own key is on a @revoked line: refused, whatever else lists it, under
     either policy, before authenticating (sshd logs no login), and nothing is recorded."""
     srv = ssh_server.host_pub
@@ -90,7 +97,7 @@ def test_revoked_key_is_refused_before_login(ssh_server: SshServer, tmp_path: Pa
             kh.write_text(text)
             before = ssh_server.accepted()
             with pytest.raises(HostKeyRevokedError, match="host key is revoked") as err:
-                _connect(ssh_server, kh, host_key_policy=policy)
+                _connect(make_transport, ssh_server, kh, host_key_policy=policy)
             assert isinstance(err.value, HostKeyChangedError), why  # exit 5, not 4
             assert f"{kh}:" in str(err.value), why  # names the @revoked line
             assert kh.read_text() == text, why  # accept-new recorded nothing
@@ -98,7 +105,7 @@ def test_revoked_key_is_refused_before_login(ssh_server: SshServer, tmp_path: Pa
 
 
 def test_cert_authority_only_host_is_refused_with_why(
-    ssh_server: SshServer, tmp_path: Path
+    ssh_server: SshServer, make_transport: MakeTransport, tmp_path: Path
 ) -> None:
     """A host covered only by @cert-authority: paramiko cannot check a host certificate,
     so it is refused with that reason (not a crash); a host with a plain key connects."""
@@ -109,29 +116,38 @@ def test_cert_authority_only_host_is_refused_with_why(
         f"[localhost]:{port} {ssh_server.host_pub}\n"
     )
     with pytest.raises(HostKeyError) as err:
-        _connect(ssh_server, kh)
+        _connect(make_transport, ssh_server, kh)
     msg = str(err.value)
-    assert "paramiko cannot verify host certificates: add the host's key, or" in msg
-    assert f"{kh}:1" in msg and not isinstance(err.value, HostKeyChangedError)
-    assert _connect(ssh_server, kh, address="localhost") == "in\n"
+    assert not isinstance(err.value, HostKeyChangedError)
+    if make_transport.kind == "paramiko":  # OpenSSH: the host offers no certificate
+        assert "paramiko cannot verify host certificates: add the host's key, or" in msg
+        assert f"{kh}:1" in msg
+    assert _connect(make_transport, ssh_server, kh, address="localhost") == "in\n"
 
 
 def test_global_known_hosts_file_is_read(
-    ssh_server: SshServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ssh_server: SshServer,
+    make_transport: MakeTransport,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     empty = tmp_path / "known_hosts"
     empty.write_text("")
     glob = tmp_path / "ssh_known_hosts"
     monkeypatch.setattr(hostkeys, "GLOBAL_KNOWN_HOSTS", (str(glob), str(tmp_path / "none")))
     glob.write_text(ssh_server.known_hosts.read_text())
-    assert _connect(ssh_server, empty) == "in\n"  # strict, and the key is only in the global
+    assert (
+        _connect(make_transport, ssh_server, empty) == "in\n"
+    )  # strict, and the key is only in the global
     assert empty.read_text() == ""
     glob.write_text(f"[127.0.0.1]:{ssh_server.port} {_new_key(tmp_path)}\n")
     with pytest.raises(HostKeyChangedError, match="host key changed for"):
-        _connect(ssh_server, empty)
+        _connect(make_transport, ssh_server, empty)
     glob.write_text(f"@revoked * {ssh_server.host_pub}\n")
     with pytest.raises(HostKeyRevokedError):
-        _connect(ssh_server, ssh_server.known_hosts)  # a revoked key, whichever file says so
+        _connect(
+            make_transport, ssh_server, ssh_server.known_hosts
+        )  # a revoked key, whichever file says so
 
 
 def test_unreadable_global_file_is_passed_over(tmp_path: Path) -> None:

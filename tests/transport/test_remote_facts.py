@@ -12,21 +12,25 @@ from pathlib import Path
 from gpunode.events import Bus, Event, FactsGathered, HostConnected, HostUnreachable
 from gpunode.facts.gather import gather, gather_all
 from gpunode.inventory import loads
-from gpunode.transport.ssh import SSHTransport
 
+from .conftest import MakeTransport
 from .sshd import NOPASS_USER, SshServer, free_port
 from .test_ssh import silent_port  # noqa: F401  (fixture)
 
 
-def test_facts_over_ssh_match_the_host(ssh_server: SshServer) -> None:
-    t = SSHTransport("t1", "127.0.0.1", ssh_server.settings())
+def test_facts_over_ssh_match_the_host(
+    ssh_server: SshServer, make_transport: MakeTransport
+) -> None:
+    t = make_transport("t1", "127.0.0.1", ssh_server.settings())
     try:
         t.connect()
         before = t.channels_opened
+        sessions = _sessions(ssh_server)
         f = gather(t, files=["/etc/hostname"])
     finally:
         t.close()
     assert t.channels_opened - before == 1  # one round trip
+    assert _sessions(ssh_server) - sessions == 1  # sshd's own log: one command
     assert f.errors == []
     assert f.boot_id == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     assert f.kernel == os.uname().release
@@ -36,6 +40,11 @@ def test_facts_over_ssh_match_the_host(ssh_server: SshServer) -> None:
         f.files["/etc/hostname"] == hashlib.sha256(Path("/etc/hostname").read_bytes()).hexdigest()
     )
     print(f"facts round trip over loopback ssh: {f.gather_seconds * 1000:.0f} ms")
+
+
+def _sessions(server: SshServer) -> int:
+    """Commands sshd started (its DEBUG1 log)."""
+    return server.log.read_text(errors="replace").count("req exec")
 
 
 def _inventory(ssh_server: SshServer, extra: str) -> str:

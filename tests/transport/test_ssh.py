@@ -1,4 +1,4 @@
-"""SSHTransport against a real OpenSSH server on loopback."""
+"""The SSH transports (paramiko and openssh) against a real OpenSSH server on loopback."""
 
 from __future__ import annotations
 
@@ -20,19 +20,18 @@ from gpunode.transport.hostkeys import HostKeyChangedError, HostKeyError, finger
 from gpunode.transport.secret import Secret
 from gpunode.transport.ssh import SSHTransport
 
+from .conftest import MakeTransport, Remote
 from .sshd import NOPASS_USER, PASS_USER, SshServer
 
 HOSTILE = ["x; reboot", "$(id)", "`id`", "a'b\"c", "line1\nline2", "  spaced  ", "*", "", "-n"]
 
 
 @pytest.fixture
-def ssh(ssh_server: SshServer) -> Iterator[SSHTransport]:
-    t = SSHTransport("t1", "127.0.0.1", ssh_server.settings())
-    yield t
-    t.close()
+def ssh(ssh_server: SshServer, make_transport: MakeTransport) -> Remote:
+    return make_transport("t1", "127.0.0.1", ssh_server.settings())
 
 
-def test_command_exit_codes_and_streaming(ssh: SSHTransport) -> None:
+def test_command_exit_codes_and_streaming(ssh: Remote) -> None:
     chunks: list[tuple[str, str, float]] = []
     start = time.monotonic()
     res = ssh.run(
@@ -48,9 +47,9 @@ def test_command_exit_codes_and_streaming(ssh: SSHTransport) -> None:
     assert ssh.run(["id", "-un"]).stdout.strip() == NOPASS_USER
 
 
-def test_one_connection_many_channels(ssh_server: SshServer) -> None:
+def test_one_connection_many_channels(ssh_server: SshServer, make_transport: MakeTransport) -> None:
     before = ssh_server.accepted()
-    t = SSHTransport("t1", "127.0.0.1", ssh_server.settings())
+    t = make_transport("t1", "127.0.0.1", ssh_server.settings())
     try:
         for i in range(20):
             assert t.run(f"echo {i}").stdout == f"{i}\n"
@@ -66,12 +65,12 @@ def test_one_connection_many_channels(ssh_server: SshServer) -> None:
     print(f"channel open+exec+exit on a live connection: {per * 1000:.1f} ms")
 
 
-def test_stdin_and_env(ssh: SSHTransport) -> None:
+def test_stdin_and_env(ssh: Remote) -> None:
     res = ssh.run('cat; printf %s "$GREETING"', stdin=b"from stdin\n", env={"GREETING": "$(id)"})
     assert res.stdout == "from stdin\n$(id)"
 
 
-def test_hostile_values_arrive_as_one_literal_argument(ssh: SSHTransport) -> None:
+def test_hostile_values_arrive_as_one_literal_argument(ssh: Remote) -> None:
     for value in HOSTILE:
         res = ssh.run(["printf", "%s", value])
         assert res.stdout == value, value
@@ -81,14 +80,17 @@ def test_hostile_values_arrive_as_one_literal_argument(ssh: SSHTransport) -> Non
         assert res.stdout == value, value
 
 
-def test_strict_refuses_unknown_key_with_fingerprint(ssh_server: SshServer, tmp_path: Path) -> None:
+def test_strict_refuses_unknown_key_with_fingerprint(
+    ssh_server: SshServer, make_transport: MakeTransport, tmp_path: Path
+) -> None:
     empty = tmp_path / "known_hosts"
     empty.write_text("")
-    t = SSHTransport("t1", "127.0.0.1", ssh_server.settings(known_hosts_file=str(empty)))
+    t = make_transport("t1", "127.0.0.1", ssh_server.settings(known_hosts_file=str(empty)))
     with pytest.raises(HostKeyError) as err:
         t.connect()
     msg = str(err.value)
-    assert f"[127.0.0.1]:{ssh_server.port} {ssh_server.host_pub}" in msg
+    if make_transport.kind == "paramiko":  # ssh names the key by its fingerprint alone
+        assert f"[127.0.0.1]:{ssh_server.port} {ssh_server.host_pub}" in msg
     kt, b64 = ssh_server.host_pub.split()
     assert fingerprint(paramiko.PKey.from_type_string(kt, base64.b64decode(b64))) in msg
     # independent: ssh-keygen's fingerprint of the server's public key
@@ -102,16 +104,18 @@ def test_strict_refuses_unknown_key_with_fingerprint(ssh_server: SshServer, tmp_
     assert empty.read_text() == ""  # nothing recorded
 
 
-def test_accept_new_records_then_refuses_changed(ssh_server: SshServer, tmp_path: Path) -> None:
+def test_accept_new_records_then_refuses_changed(
+    ssh_server: SshServer, make_transport: MakeTransport, tmp_path: Path
+) -> None:
     kh = tmp_path / "known_hosts"
     kh.write_text("# kept\n")
     s = ssh_server.settings(known_hosts_file=str(kh), host_key_policy="accept-new")
-    t = SSHTransport("t1", "127.0.0.1", s)
+    t = make_transport("t1", "127.0.0.1", s)
     t.connect()
     t.close()
     assert kh.read_text() == f"# kept\n[127.0.0.1]:{ssh_server.port} {ssh_server.host_pub}\n"
     # a second connection uses the recorded key: the file does not grow
-    t = SSHTransport("t1", "127.0.0.1", s)
+    t = make_transport("t1", "127.0.0.1", s)
     t.run("true")
     t.close()
     assert kh.read_text().count(ssh_server.host_pub) == 1
@@ -121,21 +125,30 @@ def test_accept_new_records_then_refuses_changed(ssh_server: SshServer, tmp_path
     )
     fake = " ".join((tmp_path / "k.pub").read_text().split()[:2])
     kh.write_text(f"[127.0.0.1]:{ssh_server.port} {fake}\n")
+    offered = subprocess.run(
+        ["ssh-keygen", "-lf", str(ssh_server.dir / "ssh_host_ed25519_key.pub")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()[1]
     for policy in ("accept-new", "strict"):
-        t = SSHTransport(
+        t = make_transport(
             "t1", "127.0.0.1", ssh_server.settings(known_hosts_file=str(kh), host_key_policy=policy)
         )
-        with pytest.raises(HostKeyChangedError, match="host key changed for"):
+        with pytest.raises(HostKeyChangedError, match="host key changed for") as err:
             t.connect()
+        assert "the host offered" in str(err.value) and offered in str(err.value)
     assert kh.read_text() == f"[127.0.0.1]:{ssh_server.port} {fake}\n"
 
 
-def test_hashed_known_hosts_entry(ssh_server: SshServer, tmp_path: Path) -> None:
+def test_hashed_known_hosts_entry(
+    ssh_server: SshServer, make_transport: MakeTransport, tmp_path: Path
+) -> None:
     kh = tmp_path / "known_hosts"
     kh.write_text(ssh_server.known_hosts.read_text())
     subprocess.run(["ssh-keygen", "-H", "-f", str(kh)], check=True, capture_output=True)
     assert kh.read_text().startswith("|1|")
-    t = SSHTransport("t1", "127.0.0.1", ssh_server.settings(known_hosts_file=str(kh)))
+    t = make_transport("t1", "127.0.0.1", ssh_server.settings(known_hosts_file=str(kh)))
     assert t.run("echo ok").stdout == "ok\n"
     t.close()
 
@@ -168,9 +181,9 @@ def silent_port() -> Iterator[int]:
 
 
 def test_stalled_host_is_unreachable_within_timeout(
-    ssh_server: SshServer, silent_port: int
+    ssh_server: SshServer, make_transport: MakeTransport, silent_port: int
 ) -> None:
-    t = SSHTransport(
+    t = make_transport(
         "stall", "127.0.0.1", ssh_server.settings(port=silent_port, connect_timeout=1.5)
     )
     start = time.monotonic()
@@ -180,15 +193,15 @@ def test_stalled_host_is_unreachable_within_timeout(
     assert took < 4.0, took
 
 
-def test_refused_port_is_unreachable(ssh_server: SshServer) -> None:
+def test_refused_port_is_unreachable(ssh_server: SshServer, make_transport: MakeTransport) -> None:
     from .sshd import free_port
 
-    t = SSHTransport("gone", "127.0.0.1", ssh_server.settings(port=free_port()))
+    t = make_transport("gone", "127.0.0.1", ssh_server.settings(port=free_port()))
     with pytest.raises(HostUnreachableError, match="refused"):
         t.connect()
 
 
-def test_command_timeout(ssh: SSHTransport) -> None:
+def test_command_timeout(ssh: Remote) -> None:
     start = time.monotonic()
     with pytest.raises(CommandTimeoutError):
         ssh.run("sleep 30", timeout=1.0)
@@ -196,16 +209,16 @@ def test_command_timeout(ssh: SSHTransport) -> None:
     assert ssh.run("echo still").stdout == "still\n"  # the connection survives
 
 
-def test_passwordless_sudo(ssh: SSHTransport) -> None:
+def test_passwordless_sudo(ssh: Remote) -> None:
     res = ssh.run("id -u; cat", sudo=True, stdin=b"in\n")
     assert res.stdout == "0\nin\n"
     assert "GPUNODE" not in res.stderr
     assert ssh.run("echo x >&2; exit 4", sudo=True).exit_code == 4
 
 
-def test_sudo_with_password(ssh_server: SshServer) -> None:
+def test_sudo_with_password(ssh_server: SshServer, make_transport: MakeTransport) -> None:
     pw = Secret(ssh_server.sudo_password)
-    t = SSHTransport("t1", "127.0.0.1", ssh_server.settings(user=PASS_USER), become_password=pw)
+    t = make_transport("t1", "127.0.0.1", ssh_server.settings(user=PASS_USER), become_password=pw)
     try:
         res = t.run("id -u; cat", sudo=True, stdin=b"payload\n")
         assert res.stdout == "0\npayload\n", res
@@ -215,8 +228,10 @@ def test_sudo_with_password(ssh_server: SshServer) -> None:
         t.close()
 
 
-def test_sudo_needs_password_and_none_given(ssh_server: SshServer) -> None:
-    t = SSHTransport("t1", "127.0.0.1", ssh_server.settings(user=PASS_USER))
+def test_sudo_needs_password_and_none_given(
+    ssh_server: SshServer, make_transport: MakeTransport
+) -> None:
+    t = make_transport("t1", "127.0.0.1", ssh_server.settings(user=PASS_USER))
     start = time.monotonic()
     with pytest.raises(BecomeError, match="password is required"):
         t.run("id -u", sudo=True)
@@ -225,13 +240,16 @@ def test_sudo_needs_password_and_none_given(ssh_server: SshServer) -> None:
 
 
 def test_wrong_sudo_password_fails_fast_and_never_leaks(
-    ssh_server: SshServer, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+    ssh_server: SshServer,
+    make_transport: MakeTransport,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     import logging
 
     caplog.set_level(logging.DEBUG)
     wrong = "Wr0ng-" + "q7Zx" * 3
-    t = SSHTransport(
+    t = make_transport(
         "t1", "127.0.0.1", ssh_server.settings(user=PASS_USER), become_password=Secret(wrong)
     )
     t.connect()
@@ -277,7 +295,7 @@ def test_wrong_sudo_password_fails_fast_and_never_leaks(
     assert wrong not in log
 
 
-def test_put_get_with_and_without_sudo(ssh: SSHTransport, ssh_server: SshServer) -> None:
+def test_put_get_with_and_without_sudo(ssh: Remote, ssh_server: SshServer) -> None:
     home = Path(f"/home/{NOPASS_USER}")
     target = home / "gpunode-put.txt"
     data = b"binary\x00\xff\nline\n"
@@ -338,3 +356,11 @@ def test_ssh_config_and_proxyjump(ssh_server: SshServer, tmp_path: Path) -> None
 
 def _read(path: Path) -> str:
     return path.read_text(errors="replace") if path.exists() else ""
+
+
+def test_silent_command_is_unreachable_after_the_inactivity_timeout(ssh: Remote) -> None:
+    ssh.inactivity_timeout = 1.0
+    start = time.monotonic()
+    with pytest.raises(HostUnreachableError, match="no output for 1 s"):
+        ssh.run("sleep 30")
+    assert time.monotonic() - start < 4
