@@ -1,4 +1,12 @@
-"""The terminal UI. Importing this package is cheap; Textual loads in `run_tui`/`run_top`."""
+"""The terminal UI: `run_tui` (gpunode apply) and `run_top` (gpunode top).
+
+Each starts `GpunodeApp` (app.py) in its mode, and each mode has its own screen:
+RunScreen (run_screen.py: run, GPUs and smoke tabs) or TopScreen (top_screen.py: the
+GPU view alone), both built on HostsScreen (hosts_screen.py: header, host filter,
+footer, the shared keys). The views they share are widgets of their own: RunView,
+GpuView, SmokeView; modal screens are in screens.py, text helpers in fmt.py.
+Importing this package is cheap; Textual loads in `run_tui`/`run_top`.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """GPU view: the lab overview (one line per host) or one host's GPUs and processes.
 
-Reads a monitor Board on a timer; never samples anything itself.
+Reads a monitor Board on its own timer; never samples anything itself.
 """
 
 from __future__ import annotations
@@ -189,11 +189,13 @@ class GpuView(Vertical):
         board: Board | None,
         *,
         clock: Callable[[], float] = time.time,
+        interval: float = 0.5,
         id: str | None = None,
     ) -> None:
         super().__init__(id=id)
         self.board = board
         self.clock = clock
+        self.interval = interval
         self.host: str | None = board.hosts[0] if board and board.hosts else None
         self.filter = ""
         self.sort = {"lab": "host", "host": "gpu"}
@@ -222,6 +224,10 @@ class GpuView(Vertical):
         self._procs = TableSync(self.query_one("#proc-table", DataTable), PROC_COLS)
         self._build_columns()
         self.refresh_data(full=True)
+        self.set_interval(self.interval, self._tick)
+
+    def _tick(self) -> None:
+        self.refresh_data()  # looked up per tick, so a caller may wrap it (bench/tui_scale.py)
 
     @property
     def cols(self) -> tuple[Col, ...]:

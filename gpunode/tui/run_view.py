@@ -122,8 +122,9 @@ class RunView(Vertical):
         self._recap = self.query_one("#run-recap", Static)
         self._recap.display = False
         self.rebuild()
+        self.set_interval(1.0, self.tick)
 
-    # -- updates (called by the app after it applied events) ------------------------------
+    # -- updates (called by the screen after it applied events) ---------------------------
 
     def rebuild(self) -> None:
         now = self.clock()

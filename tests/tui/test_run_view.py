@@ -10,6 +10,7 @@ from textual.widgets import Log
 
 from gpunode import events as ev
 from gpunode.tui.app import GpunodeApp
+from gpunode.tui.run_screen import RunScreen
 from gpunode.tui.run_view import RunView
 from tests.tui import scenario as sc
 
@@ -163,7 +164,7 @@ async def test_retry_calls_back_with_failed_and_unreachable_hosts() -> None:
         view = app.query_one(RunView)
         assert view.cell_text("gpu-b", STATUS) == "waiting"
         assert view.cell_text("gpu-a", STATUS) == "changed"
-        assert app.state.running and app.query_one("#run-recap").display is False
+        assert view.state.running and app.query_one("#run-recap").display is False
         # The caller's new events drive the retried hosts again.
         await feed(app, pilot, [
             ev.HostFinished("gpu-b", status="ok", ok=4, seconds=3.0, ts=sc.T0 + 100),
@@ -215,7 +216,8 @@ async def test_events_from_another_thread() -> None:
         t.join()
         await feed(app, pilot, [])
         assert app.query_one(RunView).cell_text("gpu-c", STATUS) == "unreachable"
-        assert app.events_applied == len(sc.run_events())
+        assert isinstance(app.screen, RunScreen)
+        assert app.screen.events_applied == len(sc.run_events())
 
 
 async def test_on_ready_starts_the_callers_work_which_emits_events() -> None:
@@ -231,8 +233,10 @@ async def test_on_ready_starts_the_callers_work_which_emits_events() -> None:
     bus.subscribe(app.post_event)
     async with app.run_test(size=(150, 45)) as pilot:
         assert started.wait(5)
+        screen = app.screen
+        assert isinstance(screen, RunScreen)
         for _ in range(50):
-            if app.events_applied == len(sc.run_events()):
+            if screen.events_applied == len(sc.run_events()):
                 break
             await pilot.pause(0.05)
         assert app.query_one(RunView).cell_text("gpu-d", STATUS) == "rebooting"
