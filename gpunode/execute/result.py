@@ -6,13 +6,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-# exit statuses of a run; 0 when every host converged (or, for plan, nothing to do)
-EXIT_FAILED = 2  # a host failed, or its stack was refused
-EXIT_PENDING = 3  # plan --detailed-exitcode: changes pending, no host failed
-EXIT_UNREACHABLE = 4
-EXIT_HOSTKEY = 5  # a host's key changed (or is revoked): someone may be in between
-EXIT_INTERRUPTED = 130  # the user quit the terminal UI before the run finished
-# When hosts end differently: host key changed (5) > failed (2) > unreachable (4).
+from gpunode.exitcodes import ExitCode
 
 HostOutcome = Literal["ok", "changed", "failed", "unreachable", "hostkey-changed", "skipped"]
 
@@ -77,17 +71,17 @@ class RunResult:
     check: bool = False
 
     @property
-    def exit_code(self) -> int:
+    def exit_code(self) -> ExitCode:
         return exit_code_for(r.status for r in self.hosts.values())
 
 
-def exit_code_for(statuses: Iterable[str]) -> int:
+def exit_code_for(statuses: Iterable[str]) -> ExitCode:
     """The run's exit status from its hosts': host key changed > failed > unreachable."""
     states = set(statuses)
     if "hostkey-changed" in states:
-        return EXIT_HOSTKEY
+        return ExitCode.HOSTKEY
     if "failed" in states:
-        return EXIT_FAILED
+        return ExitCode.FAILED
     if "unreachable" in states:
-        return EXIT_UNREACHABLE
-    return 0
+        return ExitCode.UNREACHABLE
+    return ExitCode.OK

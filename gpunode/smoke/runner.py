@@ -253,7 +253,7 @@ def smoke_hosts(
     *,
     only: Sequence[str] = (),
     pythons: Sequence[str] = (),
-    forks: int = 10,
+    forks: int | None = None,
     opener: Opener | None = None,
 ) -> list[HostSmoke]:
     """Every host in parallel (`forks` at a time); results in the order of `hosts`."""

@@ -18,7 +18,7 @@ from textual.binding import Binding, BindingType
 from textual.widgets import Footer, Header, Input, TabbedContent, TabPane
 
 from gpunode.events import Event, RunFinished, SmokeResult
-from gpunode.execute.result import EXIT_INTERRUPTED
+from gpunode.exitcodes import ExitCode
 from gpunode.monitor.board import Board
 from gpunode.tui.gpu_view import GpuView
 from gpunode.tui.run_view import RunView
@@ -186,7 +186,7 @@ class GpunodeApp(App[int]):
 
             def answered(yes: bool | None) -> None:
                 if yes:
-                    self.exit(EXIT_INTERRUPTED)
+                    self.exit(ExitCode.INTERRUPTED)
 
             self.push_screen(ConfirmQuit(), answered)
             return

@@ -4,6 +4,7 @@ A host whose key changed counts as unreachable and says "host key changed" on it
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from gpunode.execute.result import RunResult
@@ -49,3 +50,9 @@ def recap_text(run: RunResult) -> str:
         lines.append(line)
     lines.append(f"{len(rows)} host{'s' * (len(rows) != 1)} in {run.seconds:.1f}s")
     return "\n".join(lines)
+
+
+def recap_json(run: RunResult, record: str) -> str:
+    """The last line of `apply --json`."""
+    doc = {"event": "Recap", "hosts": recap_rows(run), "exit_code": run.exit_code, "record": record}
+    return json.dumps(doc)
