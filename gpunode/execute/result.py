@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from gpunode.events import HostRecap
 from gpunode.exitcodes import ExitCode
 
 HostOutcome = Literal["ok", "changed", "failed", "unreachable", "hostkey-changed", "skipped"]
@@ -55,6 +56,22 @@ class HostResult:
             1 if self.status in ("ok", "changed") else 0
         )
 
+    def recap(self) -> HostRecap:
+        """The host's recap line; a host that failed before any change counts one failure."""
+        return HostRecap(
+            host=self.host,
+            status=self.status,
+            ok=self.ok,
+            changed=self.changed,
+            failed=self.failed + (1 if self.status == "failed" and not self.failed else 0),
+            unreachable=1 if self.status in ("unreachable", "hostkey-changed") else 0,
+            hostkey_changed=1 if self.status == "hostkey-changed" else 0,
+            skipped=1 if self.status == "skipped" else 0,
+            rebooted=self.rebooted,
+            seconds=self.seconds,
+            message=self.message,
+        )
+
     def commands_run(self) -> list[str]:
         return [cmd for c in self.changes for cmd in c.commands]
 
@@ -73,6 +90,9 @@ class RunResult:
     @property
     def exit_code(self) -> ExitCode:
         return exit_code_for(r.status for r in self.hosts.values())
+
+    def recap(self) -> tuple[HostRecap, ...]:
+        return tuple(r.recap() for r in self.hosts.values())
 
 
 def exit_code_for(statuses: Iterable[str]) -> ExitCode:

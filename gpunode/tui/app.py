@@ -1,8 +1,12 @@
-"""The gpunode terminal app: run, GPU and smoke views, fed only by events and a monitor Board.
+"""The gpunode terminal app: `run` mode (Run, GPUs and Smoke tabs) and `top` mode (GPUs).
 
-Work happens elsewhere: the caller emits events from its own threads into
-`post_event` (thread-safe) and the app applies them in batches on its own
-timer, so a burst of output or samples costs one redraw, not one per item.
+The app does no work. In run mode it reads events: `post_event` (thread-safe, a Bus
+subscriber) queues them and a timer applies the queue to a `RunState` in one batch,
+so a burst of output costs one redraw; the recap shown is the one `RunFinished`
+carries. The GPUs tab reads a monitor `Board` on a timer of its own. `r` resets the
+failed and unreachable hosts' rows and hands their names to `on_retry` (an apply
+session's retry), whose events then arrive like the first run's. Quitting while a
+run is in progress asks first and exits with ExitCode.INTERRUPTED.
 """
 
 from __future__ import annotations
