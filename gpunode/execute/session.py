@@ -3,8 +3,9 @@
 `ApplySession` owns what a run is made of: the hosts and options, the confirmation
 plan, the run record, the worker thread that converges, retries (with the run's own
 --forks, --serial and --max-fail) and the final result. The plain view calls
-`run()`; the terminal UI calls `start()` once it is up and `retry(names)` on `r`;
-both then read `finish()`. Views only subscribe to `bus`.
+`run()`; the terminal UI runs `run()` on its worker thread once it is up and calls
+`retry(names)` on `r` (`start()` runs it on a thread of the session's own); the
+caller then reads `finish()`. Views only subscribe to `bus`.
 """
 
 from __future__ import annotations
@@ -110,20 +111,22 @@ class ApplySession:
         self._spawn(work, "gpunode-retry")
 
     def wait(self, timeout: float | None = None) -> RunResult | None:
-        """The result once the first run and every retry ended (None: not within timeout)."""
-        self._done.wait(timeout)
+        """The result once the first run ended (None: not within `timeout`), after waiting
+        as long again for retries in flight; a retry still running is left out of it."""
+        if not self._done.wait(timeout):
+            return None
         for t in list(self._workers):
             t.join(timeout)
-        with self._lock:
-            busy = any(t.is_alive() for t in self._workers)
-            return None if busy or not self._done.is_set() else self._result
+        return self._result
 
     def finish(self, timeout: float | None = None) -> RunResult | None:
         """`wait`, then write the result into the run record (when there is one)."""
         result = self.wait(timeout)
         if result is not None and self.record is not None:
-            hosts = {n: r.to_json() for n, r in result.hosts.items()}
-            self.record.finish(hosts, result.exit_code, result.seconds)
+            with self._lock:
+                hosts = {n: r.to_json() for n, r in result.hosts.items()}
+                code, seconds = result.exit_code, result.seconds
+            self.record.finish(hosts, code, seconds)
         return result
 
     def _apply(self, hosts: Sequence[Host]) -> RunResult:
