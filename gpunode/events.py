@@ -1,9 +1,12 @@
-"""Typed events: the only thing the work emits and the only thing views read.
+"""Typed events: what the work tells the views while it runs.
 
-The executor, fact gathering and the smoke runner publish events to a `Bus`;
-the plain printer, `--json`, run records and the TUI subscribe. Events are
-plain frozen dataclasses so that they serialise to JSON without surprises and
-can cross threads safely. Secrets never go into an event.
+The executor, fact gathering, the smoke runner and `apply`'s session publish events
+to a `Bus`; the plain printer, `--json` and the TUI subscribe (run records are
+written from the run's result, not from events). Each event is a frozen dataclass,
+and so is each payload a view reads (`PlannedChange`, `SmokeCheck`, `HostRecap`),
+so views read fields, never guess dictionary keys; `to_json` gives `--json`'s
+objects. `FactsGathered.facts` alone stays the facts model's JSON: no view reads
+it. Secrets never go into an event.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -41,7 +44,98 @@ class Event:
         return type(self).__name__
 
     def to_json(self) -> dict[str, Any]:
-        return {"event": self.kind, **dataclasses.asdict(self)}
+        out: dict[str, Any] = {"event": self.kind}
+        for f in dataclasses.fields(self):
+            out[f.name] = _json(getattr(self, f.name))
+        return out
+
+
+def _json(value: Any) -> Any:
+    """A payload as JSON data: its own `to_json` where it has one."""
+    if isinstance(value, tuple):
+        return [_json(v) for v in value]
+    to_json = getattr(value, "to_json", None)
+    if callable(to_json):
+        return to_json()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return value
+
+
+@dataclass(frozen=True)
+class PlannedChange:
+    """One change of a host's plan as views show it: the planner's Change, its commands
+    as `plan` prints them (a file's content on stdin is never in them)."""
+
+    role: str
+    task: str
+    op: str
+    reason: str
+    commands: tuple[str, ...] = ()
+    sudo: bool = True
+    reboot: bool = False
+    path: str | None = None
+    tags: tuple[str, ...] = ()
+
+    @property
+    def title(self) -> str:
+        return f"{self.role}: {self.task}" if self.role else self.task
+
+
+@dataclass(frozen=True)
+class SmokeCheck:
+    """One smoke test's graded result. `record` is the whole result as the suite printed
+    it and grading completed it (details included): what `--json` and records carry."""
+
+    name: str
+    status: str
+    """pass, warn, fail or skip."""
+    reason: str = ""
+    value: Any = None
+    expected: Any = None
+    unit: str = ""
+    seconds: float | None = None
+    env: str | None = None
+    record: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> SmokeCheck:
+        secs = record.get("seconds")
+        env = record.get("env")
+        return cls(
+            name=str(record.get("name", "?")),
+            status=str(record.get("status", "?")),
+            reason=str(record.get("reason") or ""),
+            value=record.get("value"),
+            expected=record.get("expected"),
+            unit=str(record.get("unit") or ""),
+            seconds=float(secs) if isinstance(secs, int | float) else None,
+            env=str(env) if env is not None else None,
+            record=dict(record),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        if self.record:
+            return dict(self.record)
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.repr}
+
+
+@dataclass(frozen=True)
+class HostRecap:
+    """A host's line of the recap after a run: the plain view, `--json` and the TUI
+    all show these. A host whose key changed is `hostkey-changed` here."""
+
+    host: str
+    status: str
+    ok: int = 0
+    changed: int = 0
+    failed: int = 0
+    unreachable: int = 0
+    hostkey_changed: int = 0
+    skipped: int = 0
+    rebooted: bool = False
+    seconds: float = 0.0
+    message: str = ""
 
 
 @dataclass(frozen=True)
@@ -83,7 +177,7 @@ class FactsGathered(Event):
 
 @dataclass(frozen=True)
 class PlanReady(Event):
-    changes: tuple[dict[str, Any], ...]
+    changes: tuple[PlannedChange, ...]
     refused: str | None = None
     """Why the host cannot be converged at all (unsupported release, Secure Boot...)."""
 
@@ -128,8 +222,7 @@ class RebootFinished(Event):
 
 @dataclass(frozen=True)
 class SmokeResult(Event):
-    result: dict[str, Any]
-    """name, status (pass/warn/fail/skip), reason, value, expected, unit, seconds, env."""
+    result: SmokeCheck
 
 
 @dataclass(frozen=True)
@@ -146,6 +239,8 @@ class HostFinished(Event):
 class RunFinished(Event):
     exit_code: int
     seconds: float
+    hosts: tuple[HostRecap, ...] = ()
+    """The recap of the hosts this run converged (a retry's: only those it retried)."""
 
 
 Subscriber = Callable[[Event], None]

@@ -26,6 +26,13 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+MAX_FORKS = 50
+
+
+def fork_count(forks: int | None, hosts: int) -> int:
+    """Hosts worked on at once: `forks` when given, else every host, up to MAX_FORKS."""
+    return forks or max(1, min(hosts, MAX_FORKS))
+
 
 @dataclass
 class Outcome(Generic[T]):
@@ -64,11 +71,11 @@ def run_hosts(
     work: Callable[[Transport, Host], T],
     *,
     bus: Bus,
-    forks: int = 10,
+    forks: int | None = None,
     become_password: Secret | None = None,
     opener: Opener = _default_opener,
 ) -> dict[str, Outcome[T]]:
-    """Connect to each host (at most `forks` at once), call `work(transport, host)`.
+    """Connect to each host (`fork_count` at once), call `work(transport, host)`.
 
     `become_password` is the -K password (None: each host's become_password_env).
     Returns one Outcome per host name, in the order given.
@@ -115,7 +122,8 @@ def run_hosts(
     if not hosts:
         return results
     with ThreadPoolExecutor(
-        max_workers=max(1, min(forks, len(hosts))), thread_name_prefix="gpunode-host"
+        max_workers=min(fork_count(forks, len(hosts)), len(hosts)),
+        thread_name_prefix="gpunode-host",
     ) as pool:
         for host, outcome in zip(hosts, pool.map(one, hosts), strict=True):
             results[host.name] = outcome

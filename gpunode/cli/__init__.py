@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from gpunode import __version__
+from gpunode.exitcodes import help_text
 
 # name -> (module, attribute, one-line help shown by `gpunode --help`)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -55,7 +56,7 @@ class LazyGroup(click.Group):
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
-@click.group(cls=LazyGroup, context_settings=CONTEXT)
+@click.group(cls=LazyGroup, context_settings=CONTEXT, epilog=help_text())
 @click.version_option(__version__, "-V", "--version", prog_name="gpunode")
 def cli() -> None:
     """gpunode: declare the NVIDIA driver, CUDA, cuDNN, NCCL and conda stack each GPU host

@@ -6,7 +6,9 @@ import sys
 
 import click
 
-from gpunode.cli.common import EXIT_BAD_INPUT, inventory_argument, limit_option, load_selected
+from gpunode.cli.common import load_selected
+from gpunode.cli.options import inventory_argument, limit_option
+from gpunode.exitcodes import ExitCode
 
 
 @click.command()
@@ -41,7 +43,7 @@ def check(inventory: str, limit: str | None) -> None:
             f"{n} problem{'s' if n != 1 else ''} in {printable(inventory)}; nothing was changed.",
             err=True,
         )
-        sys.exit(EXIT_BAD_INPUT)
+        sys.exit(ExitCode.BAD_INPUT)
     groups = len(inv.groups)
     click.echo(
         f"{printable(inventory)}: ok ({len(hosts)} host{'s' if len(hosts) != 1 else ''}, "

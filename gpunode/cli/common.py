@@ -1,37 +1,18 @@
-"""Options and error handling shared by subcommands."""
+"""What subcommands share once their options are parsed: loading the inventory, the sudo
+password prompt."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
-F = TypeVar("F", bound=Callable[..., Any])
+from gpunode.exitcodes import ExitCode
 
-EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_BAD_INPUT = 2
-
-
-def inventory_argument(fn: F) -> F:
-    return click.argument(
-        "inventory", type=click.Path(dir_okay=False, path_type=str), metavar="INVENTORY"
-    )(fn)
-
-
-def limit_option(fn: F) -> F:
-    return click.option(
-        "-l",
-        "--limit",
-        metavar="PATTERN",
-        help="Hosts to act on: names, groups, globs, '!exclude', '&intersect', comma-separated.",
-    )(fn)
-
-
-def json_option(fn: F) -> F:
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")(fn)
+if TYPE_CHECKING:
+    from gpunode.inventory.model import Host
+    from gpunode.transport.secret import Secret
 
 
 def load_selected(path: str, limit: str | None) -> tuple[Any, list[Any]]:
@@ -51,7 +32,19 @@ def load_selected(path: str, limit: str | None) -> tuple[Any, list[Any]]:
             f"{n} problem{'s' if n != 1 else ''} in {printable(path)}; nothing was changed.",
             err=True,
         )
-        sys.exit(EXIT_BAD_INPUT)
+        sys.exit(ExitCode.BAD_INPUT)
     except PatternError as exc:
         click.echo(f"error: {printable(str(exc))}", err=True)
-        sys.exit(EXIT_BAD_INPUT)
+        sys.exit(ExitCode.BAD_INPUT)
+
+
+def become_password(hosts: list[Host], ask: bool) -> Secret | None:
+    """Take every host's become_password_env out of the environment (before any child
+    process starts), then prompt once when -K asks for it."""
+    from gpunode.transport.connect import take_become_passwords
+    from gpunode.transport.secret import Secret
+
+    take_become_passwords(hosts)
+    if not ask:
+        return None
+    return Secret(click.prompt("sudo password", hide_input=True, err=True))

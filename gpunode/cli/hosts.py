@@ -6,7 +6,8 @@ import json
 
 import click
 
-from gpunode.cli.common import inventory_argument, json_option, limit_option, load_selected
+from gpunode.cli.common import load_selected
+from gpunode.cli.options import inventory_argument, json_option, limit_option
 
 
 @click.command()

@@ -4,46 +4,39 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
-from gpunode.cli.common import inventory_argument, json_option, limit_option, load_selected
-
-if TYPE_CHECKING:
-    from gpunode.inventory.model import Host
-    from gpunode.plan.change import HostPlan
-    from gpunode.transport.base import Transport
+from gpunode.cli.common import become_password, load_selected
+from gpunode.cli.options import (
+    become_pass_option,
+    forks_option,
+    inventory_argument,
+    json_option,
+    limit_option,
+    tags_option,
+)
+from gpunode.exitcodes import ExitCode
 
 
 @click.command("plan")
 @inventory_argument
 @limit_option
 @json_option
-@click.option("--tags", metavar="TAGS", help="Only changes of these roles/tags (comma-separated).")
+@tags_option
 @click.option(
     "--detailed-exitcode",
     is_flag=True,
     help="Exit 3 when changes are pending and no host failed (0: nothing to do).",
 )
-@click.option(
-    "-f",
-    "--forks",
-    type=click.IntRange(1, 256),
-    default=None,
-    help="Hosts to read at once (default: all, up to 50).",
-)
-@click.option(
-    "-K",
-    "--ask-become-pass",
-    is_flag=True,
-    help="Prompt once for the sudo password (else become_password_env).",
-)
+@forks_option
+@become_pass_option
 def plan(
     inventory: str,
     limit: str | None,
     as_json: bool,
-    tags: str | None,
+    tags: tuple[str, ...],
     detailed_exitcode: bool,
     forks: int | None,
     ask_become_pass: bool,
@@ -54,35 +47,16 @@ def plan(
     2 a host refused or failed, 4 a host unreachable, 5 a host's key changed (or is
     revoked), 3 changes pending with --detailed-exitcode. Several: 5 > 2 > 4.
     """
-    from gpunode.events import Bus
-    from gpunode.execute.host import HostRun, Options
-    from gpunode.execute.result import (
-        EXIT_FAILED,
-        EXIT_HOSTKEY,
-        EXIT_PENDING,
-        EXIT_UNREACHABLE,
-    )
-    from gpunode.hostpool import run_hosts
+    from gpunode.execute.host import Options
+    from gpunode.execute.preview import plan_hosts
     from gpunode.resolve.index import RepoVersions
     from gpunode.roles import search_path
-    from gpunode.transport.connect import take_become_passwords
-    from gpunode.transport.secret import Secret
     from gpunode.views.planview import plan_text
 
     _, hosts = load_selected(inventory, limit)
-    take_become_passwords(hosts)  # out of the environment before any child process starts
-    password = None
-    if ask_become_pass:
-        password = Secret(click.prompt("sudo password", hide_input=True, err=True))
-    opts = Options(tags=_tags(tags), search=search_path(inventory), versions=RepoVersions())
-    bus = Bus()
-
-    def work(transport: Transport, host: Host) -> HostPlan:
-        return HostRun(transport, host, bus, opts).read()[1]
-
-    outcomes = run_hosts(
-        hosts, work, bus=bus, forks=forks or min(max(len(hosts), 1), 50), become_password=password
-    )
+    password = become_password(hosts, ask_become_pass)
+    opts = Options(tags=tags, search=search_path(inventory), versions=RepoVersions())
+    outcomes = plan_hosts(hosts, opts, forks=forks, become_password=password)
     refused: list[str] = []
     unreachable: list[str] = []
     hostkey: list[str] = []
@@ -110,12 +84,12 @@ def plan(
     else:
         click.echo(_summary(doc, refused, unreachable, hostkey), err=True)
     if hostkey:
-        sys.exit(EXIT_HOSTKEY)
+        sys.exit(ExitCode.HOSTKEY)
     if refused:
-        sys.exit(EXIT_FAILED)
+        sys.exit(ExitCode.FAILED)
     if unreachable:
-        sys.exit(EXIT_UNREACHABLE)
-    sys.exit(EXIT_PENDING if pending and detailed_exitcode else 0)
+        sys.exit(ExitCode.UNREACHABLE)
+    sys.exit(ExitCode.PENDING if pending and detailed_exitcode else ExitCode.OK)
 
 
 def _summary(
@@ -132,7 +106,3 @@ def _summary(
     if unreachable:
         parts.append(f"{len(unreachable)} unreachable ({', '.join(unreachable)})")
     return "; ".join(parts)
-
-
-def _tags(text: str | None) -> tuple[str, ...]:
-    return tuple(t.strip() for t in (text or "").split(",") if t.strip())

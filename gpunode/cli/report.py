@@ -8,11 +8,14 @@ import time
 
 import click
 
+from gpunode.cli.options import json_option
+from gpunode.exitcodes import ExitCode
+
 
 @click.command("report")
 @click.argument("run", required=False)
 @click.option("--list", "list_runs", is_flag=True, help="List recorded runs, oldest first.")
-@click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
+@json_option
 def report(run: str | None, list_runs: bool, as_json: bool) -> None:
     """Show RUN (an id, a prefix of one, or a path; the latest when omitted)."""
     from gpunode import records
@@ -38,7 +41,7 @@ def report(run: str | None, list_runs: bool, as_json: bool) -> None:
         click.echo(
             f"error: no run {run!r} in {where}" if run else f"error: no runs in {where}", err=True
         )
-        sys.exit(1)
+        sys.exit(ExitCode.ERROR)
     data = records.load_run(found)
     if as_json:
         click.echo(json.dumps(data, indent=2))

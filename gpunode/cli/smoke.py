@@ -8,13 +8,12 @@ import time
 
 import click
 
-from gpunode.cli.common import inventory_argument, json_option, limit_option, load_selected
+from gpunode.cli.common import load_selected
+from gpunode.cli.options import forks_option, inventory_argument, json_option, limit_option
+from gpunode.exitcodes import ExitCode
 
 # Kept here (not imported from the runner) so `gpunode smoke --help` stays light.
 TESTS = ("nvidia-smi", "cuda-vectoradd", "torch", "torch-matmul", "tensorflow", "nccl-allreduce")
-EXIT_FAILED = 2
-EXIT_UNREACHABLE = 4
-EXIT_HOSTKEY = 5  # a host's key changed or is revoked (before 2 and 4)
 
 
 @click.command()
@@ -28,13 +27,7 @@ EXIT_HOSTKEY = 5  # a host's key changed or is revoked (before 2 and 4)
     metavar="NAME",
     help=f"Run only this test (repeatable): {', '.join(TESTS)}.",
 )
-@click.option(
-    "--forks",
-    type=click.IntRange(min=1),
-    default=10,
-    show_default=True,
-    help="Hosts smoke-tested at once.",
-)
+@forks_option
 @click.option(
     "--python",
     "pythons",
@@ -48,7 +41,7 @@ def smoke(
     limit: str | None,
     as_json: bool,
     only: tuple[str, ...],
-    forks: int,
+    forks: int | None,
     pythons: tuple[str, ...],
 ) -> None:
     """Run the GPU smoke tests on each host of INVENTORY: nvidia-smi, a vectorAdd built with
@@ -71,14 +64,14 @@ def smoke(
     bus = Bus()
     bus.emit(RunStarted("", command="smoke", hosts=tuple(h.name for h in hosts)))
     results = smoke_hosts(hosts, bus, only=only, pythons=pythons, forks=forks)
-    code = 0
+    code = ExitCode.OK
     if any(r.unreachable is not None and names_key_change(r.unreachable) for r in results):
-        code = EXIT_HOSTKEY
+        code = ExitCode.HOSTKEY
     elif any(r.unreachable is not None for r in results):
-        code = EXIT_UNREACHABLE
+        code = ExitCode.UNREACHABLE
     elif any(r.failed for r in results):
-        code = EXIT_FAILED
-    bus.emit(RunFinished("", exit_code=code, seconds=time.monotonic() - start))
+        code = ExitCode.FAILED
+    bus.emit(RunFinished("", exit_code=int(code), seconds=time.monotonic() - start))
     if as_json:
         click.echo(
             json.dumps({"hosts": [r.to_json() for r in results], "exit_code": code}, indent=2)

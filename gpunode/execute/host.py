@@ -21,6 +21,7 @@ from gpunode.events import (
     CommandOutput,
     FactsGathered,
     HostStatusChanged,
+    PlannedChange,
     PlanReady,
     RebootFinished,
     RebootStarted,
@@ -123,7 +124,7 @@ class HostRun:
         self.bus.emit(
             PlanReady(
                 self.host.name,
-                changes=tuple(c.to_json() for c in plan.changes),
+                changes=tuple(planned(c) for c in plan.changes),
                 refused=plan.refused,
             )
         )
@@ -453,3 +454,18 @@ def _why(code: int, stderr: str, stdout: str, facts: HostFacts, command: str = "
         if url and url not in why:
             why += f" (fetching {url})"
     return why
+
+
+def planned(c: Change) -> PlannedChange:
+    """A planned change as PlanReady carries it to the views: `Change.to_json`'s fields."""
+    return PlannedChange(
+        role=c.role,
+        task=c.task,
+        op=c.op,
+        reason=c.reason,
+        commands=tuple(s.shown() for s in c.steps),
+        sudo=c.sudo,
+        reboot=c.reboot,
+        path=c.path,
+        tags=tuple(c.tags),
+    )

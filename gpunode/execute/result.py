@@ -6,13 +6,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-# exit statuses of a run; 0 when every host converged (or, for plan, nothing to do)
-EXIT_FAILED = 2  # a host failed, or its stack was refused
-EXIT_PENDING = 3  # plan --detailed-exitcode: changes pending, no host failed
-EXIT_UNREACHABLE = 4
-EXIT_HOSTKEY = 5  # a host's key changed (or is revoked): someone may be in between
-EXIT_INTERRUPTED = 130  # the user quit the terminal UI before the run finished
-# When hosts end differently: host key changed (5) > failed (2) > unreachable (4).
+from gpunode.events import HostRecap
+from gpunode.exitcodes import ExitCode
 
 HostOutcome = Literal["ok", "changed", "failed", "unreachable", "hostkey-changed", "skipped"]
 
@@ -61,6 +56,22 @@ class HostResult:
             1 if self.status in ("ok", "changed") else 0
         )
 
+    def recap(self) -> HostRecap:
+        """The host's recap line; a host that failed before any change counts one failure."""
+        return HostRecap(
+            host=self.host,
+            status=self.status,
+            ok=self.ok,
+            changed=self.changed,
+            failed=self.failed + (1 if self.status == "failed" and not self.failed else 0),
+            unreachable=1 if self.status in ("unreachable", "hostkey-changed") else 0,
+            hostkey_changed=1 if self.status == "hostkey-changed" else 0,
+            skipped=1 if self.status == "skipped" else 0,
+            rebooted=self.rebooted,
+            seconds=self.seconds,
+            message=self.message,
+        )
+
     def commands_run(self) -> list[str]:
         return [cmd for c in self.changes for cmd in c.commands]
 
@@ -77,17 +88,20 @@ class RunResult:
     check: bool = False
 
     @property
-    def exit_code(self) -> int:
+    def exit_code(self) -> ExitCode:
         return exit_code_for(r.status for r in self.hosts.values())
 
+    def recap(self) -> tuple[HostRecap, ...]:
+        return tuple(r.recap() for r in self.hosts.values())
 
-def exit_code_for(statuses: Iterable[str]) -> int:
+
+def exit_code_for(statuses: Iterable[str]) -> ExitCode:
     """The run's exit status from its hosts': host key changed > failed > unreachable."""
     states = set(statuses)
     if "hostkey-changed" in states:
-        return EXIT_HOSTKEY
+        return ExitCode.HOSTKEY
     if "failed" in states:
-        return EXIT_FAILED
+        return ExitCode.FAILED
     if "unreachable" in states:
-        return EXIT_UNREACHABLE
-    return 0
+        return ExitCode.UNREACHABLE
+    return ExitCode.OK

@@ -57,7 +57,7 @@ def apply(
             batch,
             work,
             bus=bus,
-            forks=forks or min(len(batch), 50),
+            forks=forks,
             become_password=become_password,
             **kw,
         )
@@ -77,7 +77,7 @@ def apply(
         if max_fail is not None and 100.0 * failed / len(batch) > max_fail:
             aborted = True
     run = RunResult(results, seconds=round(time.monotonic() - start, 3), check=opts.check)
-    bus.emit(RunFinished("", exit_code=run.exit_code, seconds=run.seconds))
+    bus.emit(RunFinished("", exit_code=int(run.exit_code), seconds=run.seconds, hosts=run.recap()))
     return run
 
 

@@ -63,7 +63,7 @@ def gather_all(
     hosts: Sequence[Host],
     *,
     bus: Bus,
-    forks: int = 10,
+    forks: int | None = None,
     become_password: Secret | None = None,
     files: Iterable[str] = (),
 ) -> dict[str, Outcome[HostFacts]]:

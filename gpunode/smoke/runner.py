@@ -19,7 +19,14 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Literal
 
-from gpunode.events import Bus, HostFinished, HostStatusChanged, HostUnreachable, SmokeResult
+from gpunode.events import (
+    Bus,
+    HostFinished,
+    HostStatusChanged,
+    HostUnreachable,
+    SmokeCheck,
+    SmokeResult,
+)
 from gpunode.hostpool import Opener, run_hosts
 from gpunode.inventory.model import Host
 from gpunode.smoke.expected import grade_result
@@ -180,7 +187,7 @@ class _Lines:
         graded = grade_result(record, self._host.gpus.model)
         self._smoke.results.append(graded)
         if self._bus is not None:
-            self._bus.emit(SmokeResult(self._host.name, result=graded))
+            self._bus.emit(SmokeResult(self._host.name, result=SmokeCheck.from_record(graded)))
 
 
 def _failure(name: str, reason: str) -> dict[str, Any]:
@@ -253,7 +260,7 @@ def smoke_hosts(
     *,
     only: Sequence[str] = (),
     pythons: Sequence[str] = (),
-    forks: int = 10,
+    forks: int | None = None,
     opener: Opener | None = None,
 ) -> list[HostSmoke]:
     """Every host in parallel (`forks` at a time); results in the order of `hosts`."""

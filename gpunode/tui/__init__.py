@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gpunode.events import Bus, Event
+    from gpunode.execute.session import ApplySession
     from gpunode.monitor.board import Board
 
 
@@ -73,6 +74,22 @@ def run_tui(
     if isinstance(events, Bus):
         events.subscribe(app.post_event)
     return _exit_code(app, app.run())
+
+
+def run_apply_tui(session: ApplySession) -> int:
+    """An apply session in the run view: the session runs once the app is up, `r` calls
+    its retry, and the GPUs tab reads the hosts' GPUs as `gpunode top` does."""
+    from gpunode.monitor.hosts import sampling
+
+    hosts = session.hosts
+    with sampling(hosts, interval=1.0, use_nvml=False, stale_after=5.0) as board:
+        return run_tui(
+            session.bus,
+            hosts=[h.name for h in hosts],
+            work=session.run,
+            board=board,
+            on_retry=session.retry,
+        )
 
 
 def _exit_code(app: Any, code: int | None) -> int:

@@ -19,6 +19,7 @@ MARKS: dict[str, tuple[str, str]] = {
     "changed": ("✚", "yellow"),
     "failed": ("✘", "bold red"),
     "unreachable": ("⊘", "bold red"),
+    "hostkey-changed": ("⊘", "bold red"),
     "skipped": ("–", "dim"),
     # monitor links
     "live": ("●", "green"),

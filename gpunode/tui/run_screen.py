@@ -16,7 +16,7 @@ from textual.binding import Binding, BindingType
 from textual.widgets import TabbedContent, TabPane
 
 from gpunode.events import Event, RunFinished, SmokeResult
-from gpunode.execute.result import EXIT_INTERRUPTED
+from gpunode.exitcodes import ExitCode
 from gpunode.monitor.board import Board
 from gpunode.tui.gpu_view import GpuView
 from gpunode.tui.hosts_screen import HostsScreen
@@ -135,7 +135,7 @@ class RunScreen(HostsScreen):
 
             def answered(yes: bool | None) -> None:
                 if yes:
-                    self.app.exit(EXIT_INTERRUPTED)
+                    self.app.exit(ExitCode.INTERRUPTED)
 
             self.app.push_screen(ConfirmQuit(), answered)
             return

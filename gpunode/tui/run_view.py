@@ -13,7 +13,7 @@ from textual.widgets import DataTable, Log, Static
 
 from gpunode.tui.filtering import matches
 from gpunode.tui.fmt import bar, elapsed, mark
-from gpunode.tui.runstate import HostRun, RunState, change_title
+from gpunode.tui.runstate import HostRun, RunState
 from gpunode.tui.tablesync import Cell, TableSync
 
 COLUMNS = (
@@ -60,7 +60,7 @@ def plan_text(h: HostRun) -> Text:
         out.append("\n").append("Plan", "bold").append(f" ({n} change{'s' if n != 1 else ''})")
         for i, change in enumerate(h.plan):
             done = "✔" if i < h.done else ("▶" if i == h.done and h.status == "applying" else "·")
-            out.append(f"\n {done} {change_title(change)}")
+            out.append(f"\n {done} {change.title}")
     elif h.status not in ("waiting", "connecting", "gathering"):
         out.append("\n").append("no changes planned", "dim")
     for title, diff in h.diffs:
@@ -72,19 +72,20 @@ def plan_text(h: HostRun) -> Text:
 
 
 def recap_text(state: RunState) -> Text:
+    rows = state.recap()
     counts: dict[str, int] = {}
-    for h in state.hosts.values():
-        counts[h.status] = counts.get(h.status, 0) + 1
+    for r in rows:
+        counts[r.status] = counts.get(r.status, 0) + 1
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
     took = elapsed(state.seconds) if state.seconds is not None else ""
     out = Text()
     out.append("Recap", "bold").append(f"  exit {state.exit_code}  ·  {took}  ·  {summary}")
-    for name, status, ok, changed, failed, message in state.recap():
-        m, style = mark(status)
-        out.append("\n ").append(f"{m} {name:<16} {status:<11}", style)
-        out.append(f" ok={ok:<3} changed={changed:<3} failed={failed:<3}")
-        if message and status != "ok":
-            out.append("  ").append(message, "dim")
+    for r in rows:
+        m, style = mark(r.status)
+        out.append("\n ").append(f"{m} {r.host:<16} {r.status:<11}", style)
+        out.append(f" ok={r.ok:<3} changed={r.changed:<3} failed={r.failed:<3}")
+        if r.message and r.status != "ok":
+            out.append("  ").append(r.message, "dim")
     return out
 
 

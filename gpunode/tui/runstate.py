@@ -1,7 +1,8 @@
 """The run as the views see it, rebuilt from events alone (no Textual here).
 
 `RunState.apply(event)` returns the host whose row changed ("" for run-wide
-changes), so a view redraws only what moved.
+changes), so a view redraws only what moved. The recap is not worked out here: it
+is the executor's own (`RunFinished.hosts`), kept per host across retries.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from gpunode import events as ev
 
@@ -31,14 +31,14 @@ class HostRun:
     failed: int = 0
     started: float | None = None
     finished: float | None = None
-    plan: list[dict[str, Any]] = field(default_factory=list)
+    plan: list[ev.PlannedChange] = field(default_factory=list)
     refused: str | None = None
     diffs: list[tuple[str, str]] = field(default_factory=list)
     output: deque[str] = field(default_factory=lambda: deque(maxlen=OUTPUT_LINES))
     partial: str = ""  # output after the last newline
     lines_total: int = 0  # lines ever added (the deque forgets old ones)
     message: str = ""
-    smoke: dict[str, dict[str, Any]] = field(default_factory=dict)
+    smoke: dict[str, ev.SmokeCheck] = field(default_factory=dict)
 
     @property
     def final(self) -> bool:
@@ -73,18 +73,6 @@ class HostRun:
         return list(self.output)[-new:]
 
 
-def change_title(change: dict[str, Any]) -> str:
-    """A planned change (Change.to_json()) as one line: "role: task", as ChangeStarted says it."""
-    role, task = change.get("role"), change.get("task")
-    if isinstance(task, str) and task:
-        return f"{role}: {task}" if isinstance(role, str) and role else task
-    for key in ("title", "summary", "description", "name"):
-        v = change.get(key)
-        if isinstance(v, str) and v:
-            return v
-    return ", ".join(f"{k}={v}" for k, v in change.items())
-
-
 class RunState:
     def __init__(self, hosts: Iterable[str] = (), clock: Callable[[], float] = time.time) -> None:
         self.hosts: dict[str, HostRun] = {h: HostRun(h) for h in hosts}
@@ -94,6 +82,7 @@ class RunState:
         self.started: float | None = None
         self.seconds: float | None = None
         self.exit_code: int | None = None
+        self.finished: dict[str, ev.HostRecap] = {}
 
     def host(self, name: str) -> HostRun:
         h = self.hosts.get(name)
@@ -130,6 +119,7 @@ class RunState:
             self.running = False
             self.exit_code = e.exit_code
             self.seconds = e.seconds
+            self.finished.update((r.host, r) for r in e.hosts)
             return ""
         if not e.host:
             return None
@@ -184,10 +174,9 @@ class RunState:
         elif isinstance(e, ev.RebootFinished):
             h.status, h.step = "applying", f"rebooted in {e.seconds:.0f}s"
         elif isinstance(e, ev.SmokeResult):
-            name = str(e.result.get("name", "?"))
-            h.smoke[name] = dict(e.result)
+            h.smoke[e.result.name] = e.result
             if not h.final:
-                h.status, h.step = "smoke", f"smoke: {name}"
+                h.status, h.step = "smoke", f"smoke: {e.result.name}"
         elif isinstance(e, ev.HostFinished):
             h.status = e.status
             h.ok, h.changed, h.failed = e.ok, e.changed, e.failed
@@ -200,8 +189,6 @@ class RunState:
             return None
         return h.name
 
-    def recap(self) -> list[tuple[str, str, int, int, int, str]]:
-        """(host, status, ok, changed, failed, message) for every host."""
-        return [
-            (h.name, h.status, h.ok, h.changed, h.failed, h.message) for h in self.hosts.values()
-        ]
+    def recap(self) -> list[ev.HostRecap]:
+        """The recap lines the runs reported, in the hosts' order."""
+        return [self.finished[n] for n in self.hosts if n in self.finished]

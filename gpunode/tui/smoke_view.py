@@ -9,6 +9,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
+from gpunode.events import SmokeCheck
 from gpunode.tui.filtering import matches
 from gpunode.tui.fmt import mark
 from gpunode.tui.runstate import RunState
@@ -34,20 +35,18 @@ def _value(v: Any, unit: str) -> str:
     return f"{v} {unit}".strip()
 
 
-def smoke_cells(host: str, result: dict[str, Any]) -> list[Cell]:
-    status = str(result.get("status", "?"))
+def smoke_cells(host: str, result: SmokeCheck) -> list[Cell]:
+    status, unit, secs = result.status, result.unit, result.seconds
     m, style = mark(status)
-    unit = str(result.get("unit") or "")
-    secs = result.get("seconds")
     return [
         Text(m, style=style),
         host,
-        str(result.get("name", "?")),
+        result.name,
         Text(status, style=style),
-        Text(_value(result.get("value"), unit), justify="right"),
-        Text(_value(result.get("expected"), unit), justify="right", style="dim"),
-        Text(f"{secs:.1f}s" if isinstance(secs, int | float) else "", justify="right"),
-        Text(str(result.get("reason") or ""), style="dim" if status == "pass" else style),
+        Text(_value(result.value, unit), justify="right"),
+        Text(_value(result.expected, unit), justify="right", style="dim"),
+        Text(f"{secs:.1f}s" if secs is not None else "", justify="right"),
+        Text(result.reason, style="dim" if status == "pass" else style),
     ]
 
 
@@ -75,7 +74,7 @@ class SmokeView(Vertical):
                 continue
             for name, result in h.smoke.items():
                 rows.append((f"{h.name}/{name}", smoke_cells(h.name, result)))
-                st = str(result.get("status", "?"))
+                st = result.status
                 counts[st] = counts.get(st, 0) + 1
         self._sync.sync(rows)
         head = Text()

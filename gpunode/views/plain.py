@@ -61,8 +61,8 @@ class PlainPrinter:
             return f"rebooted: {h} new boot {e.boot_id} after {e.seconds:.1f}s"
         if isinstance(e, SmokeResult):
             r = e.result
-            reason = f": {r.get('reason')}" if r.get("reason") else ""
-            return f"smoke {r.get('status', '?')}: {h} {r.get('name', '?')}{reason}"
+            reason = f": {r.reason}" if r.reason else ""
+            return f"smoke {r.status}: {h} {r.name}{reason}"
         if isinstance(e, CommandOutput) and self.verbose:
             return "\n".join(f"  {h} {ln}" for ln in e.text.rstrip("\n").splitlines())
         return None

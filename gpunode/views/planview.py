@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gpunode.plan.change import HostPlan
+
+if TYPE_CHECKING:
+    from gpunode.hostpool import Outcome
 
 
 def plan_text(plan: HostPlan, *, commands: bool = True) -> str:
@@ -22,3 +27,17 @@ def plan_text(plan: HostPlan, *, commands: bool = True) -> str:
                     lines.append("        (reboot, then facts are gathered again)")
     lines += [f"  note: {n}" for n in plan.notes]
     return "\n".join(lines)
+
+
+def confirm_text(outcomes: dict[str, Outcome[HostPlan]]) -> tuple[str, int]:
+    """`apply`'s summary before it asks: each host's plan without commands; the changes."""
+    lines, pending = [], 0
+    for name, o in outcomes.items():
+        if o.value is None:
+            lines.append(f"{name}: {o.summary}")
+        else:
+            lines.append(plan_text(o.value, commands=False))
+            pending += len(o.value.changes)
+    if not pending:
+        lines.append("every reachable host is already converged")
+    return "\n".join(lines), pending

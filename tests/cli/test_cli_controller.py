@@ -14,14 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from gpunode.execute.result import (
-    EXIT_FAILED,
-    EXIT_HOSTKEY,
-    EXIT_UNREACHABLE,
-    HostResult,
-    RunResult,
-    exit_code_for,
-)
+from gpunode.execute.result import HostResult, RunResult, exit_code_for
+from gpunode.exitcodes import ExitCode
 from tests.transport.sshd import NOPASS_USER, SshServer, free_port, sshd
 
 
@@ -89,7 +83,7 @@ def test_facts_exit_5_on_a_changed_key_others_gathered(server: SshServer, tmp_pa
     before = server.accepted()
     inv = _inventory(server, tmp_path, "good moved gone")
     out = gpunode("facts", str(inv), state=tmp_path / "state")
-    assert out.returncode == EXIT_HOSTKEY, out.stdout + out.stderr
+    assert out.returncode == ExitCode.HOSTKEY, out.stdout + out.stderr
     assert "moved: HOST KEY CHANGED: host key changed for [localhost]:" in out.stdout
     assert "good: gathered in" in out.stdout  # another host is unaffected
     assert "gone: UNREACHABLE:" in out.stdout
@@ -110,37 +104,37 @@ def test_apply_check_and_plan_exit_5_before_failed_and_unreachable(
     state = tmp_path / "state"
     inv = _inventory(server, tmp_path, "moved gone local")
     out = gpunode("apply", str(inv), "--check", "--no-smoke", state=state)
-    assert out.returncode == EXIT_HOSTKEY, out.stdout + out.stderr
+    assert out.returncode == ExitCode.HOSTKEY, out.stdout + out.stderr
     recap = out.stdout.split("RECAP", 1)[1]
     moved = next(line for line in recap.splitlines() if line.startswith("moved "))
     assert "unreachable=1" in moved and "host key changed" in moved
     assert "host key changed" not in next(ln for ln in recap.splitlines() if ln.startswith("gone"))
     record = json.loads(Path(out.stderr.split("run record: ")[1].strip()).read_text())
-    assert record["exit_code"] == EXIT_HOSTKEY
+    assert record["exit_code"] == ExitCode.HOSTKEY
     assert record["hosts"]["moved"]["status"] == "hostkey-changed"
     js = gpunode("apply", str(inv), "--check", "--no-smoke", "--json", state=state)
     final = json.loads(js.stdout.splitlines()[-1])
-    assert final["exit_code"] == EXIT_HOSTKEY == js.returncode
+    assert final["exit_code"] == ExitCode.HOSTKEY == js.returncode
     assert {r["host"]: r["status"] for r in final["hosts"]} == {
         "moved": "hostkey-changed",
         "gone": "unreachable",
         "local": "failed",
     }
     plan = gpunode("plan", str(inv), state=state)
-    assert plan.returncode == EXIT_HOSTKEY
+    assert plan.returncode == ExitCode.HOSTKEY
     assert "moved: host key changed for [localhost]:" in plan.stdout
     assert "host key changed on 1 host: refused (moved)" in plan.stderr
     # without the changed key: failed (2) before unreachable (4), as before
     inv2 = _inventory(server, tmp_path, "gone local")
-    assert gpunode("apply", str(inv2), "--check", state=state).returncode == EXIT_FAILED
+    assert gpunode("apply", str(inv2), "--check", state=state).returncode == ExitCode.FAILED
     inv3 = _inventory(server, tmp_path, "gone")
-    assert gpunode("apply", str(inv3), "--check", state=state).returncode == EXIT_UNREACHABLE
+    assert gpunode("apply", str(inv3), "--check", state=state).returncode == ExitCode.UNREACHABLE
 
 
 def test_exit_code_precedence() -> None:
-    assert exit_code_for(["ok", "unreachable", "failed", "hostkey-changed"]) == EXIT_HOSTKEY
-    assert exit_code_for(["unreachable", "failed", "changed"]) == EXIT_FAILED
-    assert exit_code_for(["unreachable", "skipped"]) == EXIT_UNREACHABLE
+    assert exit_code_for(["ok", "unreachable", "failed", "hostkey-changed"]) == ExitCode.HOSTKEY
+    assert exit_code_for(["unreachable", "failed", "changed"]) == ExitCode.FAILED
+    assert exit_code_for(["unreachable", "skipped"]) == ExitCode.UNREACHABLE
     assert exit_code_for(["ok", "changed", "skipped"]) == 0
     run = RunResult({"a": HostResult("a", "hostkey-changed"), "b": HostResult("b", "failed")})
     assert run.exit_code == 5
@@ -157,7 +151,7 @@ def test_records_are_private_even_under_umask_0(server: SshServer, tmp_path: Pat
     state = tmp_path / "new" / "state"
     inv = _inventory(server, tmp_path, "gone")
     out = gpunode("apply", str(inv), "--check", state=state, umask=0)
-    assert out.returncode == EXIT_UNREACHABLE, out.stderr
+    assert out.returncode == ExitCode.UNREACHABLE, out.stderr
     records = list((state / "runs").glob("*.json"))
     assert len(records) == 1
     assert _mode(state) == 0o700 and _mode(state / "runs") == 0o700
@@ -178,7 +172,7 @@ def test_existing_open_state_dir_is_tightened_and_a_foreign_one_warned(
     os.chmod(old, 0o644)
     inv = _inventory(server, tmp_path, "gone")
     out = gpunode("apply", str(inv), "--check", state=state)
-    assert out.returncode == EXIT_UNREACHABLE
+    assert out.returncode == ExitCode.UNREACHABLE
     assert _mode(state) == 0o700 and _mode(state / "runs") == 0o700 and _mode(old) == 0o600
     assert "warning" not in out.stderr
     # someone else's directory: gpunode says so (its owner can read the records)
@@ -186,7 +180,7 @@ def test_existing_open_state_dir_is_tightened_and_a_foreign_one_warned(
     os.chown(state, nobody.pw_uid, nobody.pw_gid)
     os.chmod(state, 0o755)
     out = gpunode("apply", str(inv), "--check", state=state)
-    assert out.returncode == EXIT_UNREACHABLE
+    assert out.returncode == ExitCode.UNREACHABLE
     assert f"warning: {state} is owned by uid {nobody.pw_uid}, not by you" in out.stderr
     assert _mode(state) == 0o700
 

@@ -57,7 +57,7 @@ def test_smoke_host_over_the_local_transport_publishes_each_result() -> None:
     bus, seen = recorder()
     smoke = smoke_host(host, LocalTransport("here"), bus, only=["nvidia-smi", "cuda-vectoradd"])
     assert isinstance(seen[0], HostStatusChanged) and seen[0].status == "smoke"
-    published = [e.result for e in seen if isinstance(e, SmokeResult)]
+    published = [e.result.to_json() for e in seen if isinstance(e, SmokeResult)]
     assert published == smoke.results
     names = [r["name"] for r in smoke.results]
     assert names[0] == "environments"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from gpunode import events as ev
 from gpunode.monitor import Board, GpuProcess, GpuSample
@@ -16,23 +15,15 @@ def clock() -> float:
     return T0 + 95.0
 
 
-def change(role: str, task: str, *commands: str) -> dict[str, Any]:
-    """A planned change as PlanReady carries it (Change.to_json()): brackets, `=` and all."""
-    return {
-        "role": role,
-        "task": task,
-        "op": "install",
-        "reason": "missing",
-        "commands": list(commands),
-        "sudo": True,
-        "reboot": False,
-        "path": None,
-        "tags": [role],
-    }
+def change(role: str, task: str, *commands: str) -> ev.PlannedChange:
+    """A planned change as PlanReady carries it: brackets, `=` and all."""
+    return ev.PlannedChange(
+        role=role, task=task, op="install", reason="missing", commands=commands, tags=(role,)
+    )
 
 
-def title(change: dict[str, Any]) -> str:
-    return f"{change['role']}: {change['task']}"
+def title(change: ev.PlannedChange) -> str:
+    return change.title
 
 
 def run_events() -> list[ev.Event]:
@@ -97,8 +88,19 @@ def finish_events() -> list[ev.Event]:
                         message="dpkg: error processing", ts=T0 + 60),
         ev.HostFinished("gpu-c", status="unreachable", seconds=2.0,
                         message="connection refused (127.0.0.4:22)", ts=T0 + 3),
-        ev.RunFinished("", exit_code=2, seconds=80.0, ts=T0 + 80),
+        ev.RunFinished("", exit_code=2, seconds=80.0, hosts=RECAP, ts=T0 + 80),
     ]  # fmt: skip
+
+
+# The run's recap, as the executor's result gives it for the hosts above.
+RECAP = (
+    ev.HostRecap("gpu-a", "changed", changed=2, seconds=45.0),
+    ev.HostRecap("gpu-b", "failed", changed=1, failed=1, seconds=59.0,
+                 message="dpkg: error processing"),
+    ev.HostRecap("gpu-c", "unreachable", unreachable=1, seconds=2.0,
+                 message="connection refused (127.0.0.4:22)"),
+    ev.HostRecap("gpu-d", "changed", changed=1, seconds=77.0, rebooted=True),
+)  # fmt: skip
 
 
 def smoke_events() -> list[ev.Event]:
@@ -112,10 +114,10 @@ def smoke_events() -> list[ev.Event]:
         reason: str = "",
         seconds: float = 1.0,
     ) -> ev.SmokeResult:
-        return ev.SmokeResult(host, result={
-            "name": name, "status": status, "reason": reason, "value": value,
-            "expected": expected, "unit": unit, "seconds": seconds, "env": None,
-        }, ts=T0 + 90)  # fmt: skip
+        return ev.SmokeResult(host, result=ev.SmokeCheck(
+            name=name, status=status, reason=reason, value=value, expected=expected, unit=unit,
+            seconds=seconds,
+        ), ts=T0 + 90)  # fmt: skip
 
     return [
         r("gpu-a", "nvidia-smi", "pass", 8, 8, "GPUs", seconds=0.4),

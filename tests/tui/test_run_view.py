@@ -84,7 +84,7 @@ async def test_a_plan_after_a_reboot_continues_the_count() -> None:
     a, b, c = (sc.change("r", f"step {i}") for i in "abc")
     T = sc.T0
 
-    def run(i: int, total: int, ch: dict[str, str]) -> list[ev.Event]:
+    def run(i: int, total: int, ch: ev.PlannedChange) -> list[ev.Event]:
         title = sc.title(ch)
         return [
             ev.ChangeStarted("gpu-a", index=i, total=total, title=title, ts=T),
@@ -169,9 +169,17 @@ async def test_retry_calls_back_with_failed_and_unreachable_hosts() -> None:
         await feed(app, pilot, [
             ev.HostFinished("gpu-b", status="ok", ok=4, seconds=3.0, ts=sc.T0 + 100),
             ev.HostFinished("gpu-c", status="ok", ok=4, seconds=3.0, ts=sc.T0 + 100),
-            ev.RunFinished("", exit_code=0, seconds=5.0, ts=sc.T0 + 100),
+            ev.RunFinished("", exit_code=0, seconds=5.0, ts=sc.T0 + 100, hosts=(
+                ev.HostRecap("gpu-b", "ok", ok=4, seconds=3.0),
+                ev.HostRecap("gpu-c", "ok", ok=4, seconds=3.0),
+            )),
         ])  # fmt: skip
         assert view.cell_text("gpu-b", STATUS) == "ok"
+        # the recap is the runs' own: the retried hosts' new lines, the others' first ones
+        recap = str(app.query_one("#run-recap").render())
+        assert "exit 0" in recap, recap
+        lines = {ln.split()[1]: ln.split()[2] for ln in recap.splitlines()[1:]}
+        assert lines == {"gpu-a": "changed", "gpu-b": "ok", "gpu-c": "ok", "gpu-d": "changed"}
         await pilot.press("r")
         assert len(asked) == 1  # nothing left to retry
 

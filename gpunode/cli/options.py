@@ -1,0 +1,103 @@
+"""Options several commands share, declared once: each is a decorator for a click command."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def inventory_argument(fn: F) -> F:
+    return click.argument(
+        "inventory", type=click.Path(dir_okay=False, path_type=str), metavar="INVENTORY"
+    )(fn)
+
+
+def limit_option(fn: F) -> F:
+    return click.option(
+        "-l",
+        "--limit",
+        metavar="PATTERN",
+        help="Hosts to act on: names, groups, globs, '!exclude', '&intersect', comma-separated.",
+    )(fn)
+
+
+def json_option(fn: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")(fn)
+
+
+def tags_option(fn: F) -> F:
+    return click.option(
+        "--tags",
+        metavar="TAGS",
+        callback=lambda _ctx, _param, text: parse_tags(text),
+        help="Only changes of these roles/tags (comma-separated).",
+    )(fn)
+
+
+def forks_option(fn: F) -> F:
+    """`-f/--forks`; None means the default of `gpunode.hostpool.fork_count`."""
+    return click.option(
+        "-f",
+        "--forks",
+        type=click.IntRange(1, 256),
+        default=None,
+        help="Hosts to work on at once (default: every selected host, up to 50).",
+    )(fn)
+
+
+def become_pass_option(fn: F) -> F:
+    return click.option(
+        "-K",
+        "--ask-become-pass",
+        is_flag=True,
+        help="Prompt once for the sudo password (else become_password_env).",
+    )(fn)
+
+
+def verbose_option(fn: F) -> F:
+    return click.option("-v", "--verbose", is_flag=True, help="Show the output of every command.")(
+        fn
+    )
+
+
+def parse_tags(text: str | None) -> tuple[str, ...]:
+    return tuple(t.strip() for t in (text or "").split(",") if t.strip())
+
+
+def apply_options(fn: F) -> F:
+    """`apply`'s own options: how the run goes, rolls out and is shown."""
+    decorators = [
+        click.option("--check", is_flag=True, help="Read and plan only: no remote writes at all."),
+        click.option("--diff", is_flag=True, help="Show the difference in each file changed."),
+        click.option(
+            "--serial",
+            type=click.IntRange(1),
+            default=None,
+            help="Converge hosts in batches of N (rolling changes).",
+        ),
+        click.option(
+            "--max-fail",
+            type=click.FloatRange(0, 100),
+            default=None,
+            metavar="PCT",
+            help="Skip later batches once more than PCT% of one batch's hosts failed.",
+        ),
+        click.option(
+            "--reboot-timeout",
+            type=click.FloatRange(min=0, min_open=True),
+            default=600.0,
+            show_default=True,
+            metavar="SECONDS",
+            help="How long a rebooting host may take to come back with a new boot id.",
+        ),
+        click.option("-y", "--yes", is_flag=True, help="Apply without asking."),
+        click.option("--no-tui", is_flag=True, help="Plain output even in a terminal."),
+        click.option("--no-smoke", is_flag=True, help="Skip the smoke tests after converging."),
+    ]
+    for decorate in reversed(decorators):
+        fn = decorate(fn)
+    return fn

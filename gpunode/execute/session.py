@@ -1,0 +1,148 @@
+"""One `apply` from start to finish, whatever view shows it.
+
+`ApplySession` owns what a run is made of: the hosts and options, the confirmation
+plan, the run record, the worker thread that converges, retries (with the run's own
+--forks, --serial and --max-fail) and the final result. The plain view calls
+`run()`; the terminal UI runs `run()` on its worker thread once it is up and calls
+`retry(names)` on `r` (`start()` runs it on a thread of the session's own); the
+caller then reads `finish()`. Views only subscribe to `bus`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gpunode.events import Bus
+from gpunode.execute.host import Options
+from gpunode.execute.preview import plan_hosts
+from gpunode.execute.result import RunResult
+from gpunode.execute.run import apply
+from gpunode.hostpool import Opener, Outcome
+from gpunode.records import Record
+from gpunode.transport.secret import Secret
+
+if TYPE_CHECKING:
+    from gpunode.inventory.model import Host
+    from gpunode.plan.change import HostPlan
+
+
+@dataclass(frozen=True)
+class Pacing:
+    """How many hosts run at once and in which batches: the same for every retry."""
+
+    forks: int | None = None
+    serial: int | None = None
+    max_fail: float | None = None
+
+
+class ApplySession:
+    def __init__(
+        self,
+        hosts: Sequence[Host],
+        options: Options,
+        *,
+        pacing: Pacing = Pacing(),
+        become_password: Secret | None = None,
+        opener: Opener | None = None,
+    ) -> None:
+        self.hosts = list(hosts)
+        self.options = options
+        self.pacing = pacing
+        self.become_password = become_password
+        self.opener = opener
+        self.bus = Bus()
+        self.record: Record | None = None
+        self._result: RunResult | None = None
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._workers: list[threading.Thread] = []
+
+    def preview(self) -> dict[str, Outcome[HostPlan]]:
+        """Every host's plan, for a confirmation; on a bus of its own (views see no run)."""
+        return plan_hosts(
+            self.hosts, self.options, forks=self.pacing.forks, become_password=self.become_password
+        )
+
+    def open_record(self, inventory: str, limit: str | None) -> Path:
+        """Write the run record (status "running", every host waiting) before any work."""
+        o, p = self.options, self.pacing
+        options: dict[str, Any] = {
+            "limit": limit,
+            "tags": list(o.tags),
+            "check": o.check,
+            "diff": o.diff,
+            "forks": p.forks,
+            "serial": p.serial,
+            "max_fail": p.max_fail,
+            "reboot_timeout": o.reboot_timeout,
+        }
+        self.record = Record("apply", inventory, options)
+        self.record.data["hosts"] = {h.name: {"status": "waiting"} for h in self.hosts}
+        return self.record.save()
+
+    def run(self) -> None:
+        """Converge every host on this thread, emitting on `bus`."""
+        try:
+            result = self._apply(self.hosts)
+            with self._lock:
+                self._result = result
+        finally:
+            self._done.set()
+
+    def start(self) -> None:
+        """`run()` on a worker thread."""
+        self._spawn(self.run, "gpunode-run")
+
+    def retry(self, names: Sequence[str]) -> None:
+        """Run these hosts again on a worker thread, on the same bus and with the same
+        options and pacing; their new results replace the old ones."""
+        again = [h for h in self.hosts if h.name in set(names)]
+
+        def work() -> None:
+            rerun = self._apply(again)
+            with self._lock:
+                if self._result is not None:
+                    self._result.hosts.update(rerun.hosts)
+
+        self._spawn(work, "gpunode-retry")
+
+    def wait(self, timeout: float | None = None) -> RunResult | None:
+        """The result once the first run ended (None: not within `timeout`), after waiting
+        as long again for retries in flight; a retry still running is left out of it."""
+        if not self._done.wait(timeout):
+            return None
+        for t in list(self._workers):
+            t.join(timeout)
+        return self._result
+
+    def finish(self, timeout: float | None = None) -> RunResult | None:
+        """`wait`, then write the result into the run record (when there is one)."""
+        result = self.wait(timeout)
+        if result is not None and self.record is not None:
+            with self._lock:
+                hosts = {n: r.to_json() for n, r in result.hosts.items()}
+                code, seconds = result.exit_code, result.seconds
+            self.record.finish(hosts, code, seconds)
+        return result
+
+    def _apply(self, hosts: Sequence[Host]) -> RunResult:
+        p = self.pacing
+        return apply(
+            hosts,
+            bus=self.bus,
+            options=self.options,
+            forks=p.forks,
+            serial=p.serial,
+            max_fail=p.max_fail,
+            become_password=self.become_password,
+            opener=self.opener,
+        )
+
+    def _spawn(self, target: Any, name: str) -> None:
+        t = threading.Thread(target=target, name=name, daemon=True)
+        self._workers.append(t)
+        t.start()
