@@ -19,10 +19,10 @@ from gpunode.cli.common import (
 from gpunode.cli.plan import _tags
 
 if TYPE_CHECKING:
+    from gpunode.changes import HostPlan
     from gpunode.events import Bus
     from gpunode.execute.result import RunResult
     from gpunode.inventory.model import Host
-    from gpunode.plan.change import HostPlan
     from gpunode.transport.base import Transport
     from gpunode.transport.secret import Secret
 

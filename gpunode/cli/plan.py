@@ -11,8 +11,8 @@ import click
 from gpunode.cli.common import inventory_argument, json_option, limit_option, load_selected
 
 if TYPE_CHECKING:
+    from gpunode.changes import HostPlan
     from gpunode.inventory.model import Host
-    from gpunode.plan.change import HostPlan
     from gpunode.transport.base import Transport
 
 

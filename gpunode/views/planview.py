@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpunode.plan.change import HostPlan
+from gpunode.changes import HostPlan
 
 
 def plan_text(plan: HostPlan, *, commands: bool = True) -> str:

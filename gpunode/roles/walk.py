@@ -135,7 +135,7 @@ def _task(role: Role, task: Task, ctx: dict[str, Any], guess: bool = False) -> I
             if not _render("{{ " + cond + " }}", here, f"{where}: when"):
                 continue
         raw = _render(task.args, here, where)
-        if task.op == "template":
+        if op.renders_template:
             src = raw.get("src")
             if not isinstance(src, str):
                 raise RoleError(f"{task.position}: template needs `src:` (a file in templates/)")
