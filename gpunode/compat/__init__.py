@@ -13,6 +13,7 @@ from gpunode.compat.driver import (
     driver_packages,
     driver_replaced_pattern,
     driver_userspace_package,
+    torch_variant,
     unversioned,
 )
 from gpunode.compat.rules import (
@@ -20,7 +21,6 @@ from gpunode.compat.rules import (
     min_driver,
     toolkit_package,
     toolkit_ubuntu,
-    torch_variant,
 )
 
 # What roles call as `compat.NAME` in their YAML and templates, each under its own name:

@@ -5,7 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpunode.compat import rules as r
-from gpunode.compat.driver import flavor_problem, toolkit_problem
+from gpunode.compat.driver import (
+    driver_satisfies,
+    flavor_problem,
+    toolkit_problem,
+    torch_variant,
+)
 from gpunode.inventory.model import Host
 from gpunode.versions import dotted_key
 
@@ -78,7 +83,7 @@ def _torch(
     if not variants:
         known = ", ".join(sorted(r.rules()["torch_variants"], key=dotted_key))
         return [Finding(loc, f"unknown PyTorch release {torch!r}: known releases are {known}")]
-    if r.torch_variant(torch, cuda, branch, release) is None:
+    if torch_variant(torch, cuda, branch, release) is None:
         need = min((r.min_driver(r.variant_cuda(v)) or "0" for v in variants), key=dotted_key)
         return [
             Finding(
@@ -97,7 +102,7 @@ def _tensorflow(env: str, tf: str, branch: str | None, release: str | None) -> l
         known = ", ".join(sorted(r.rules()["tensorflow_tested"], key=dotted_key))
         return [Finding(loc, f"unknown TensorFlow release {tf!r}: known releases are {known}")]
     needed = r.min_driver(tested["cuda"])
-    if branch and needed and not r.driver_satisfies(branch, needed, release):
+    if branch and needed and not driver_satisfies(branch, needed, release):
         return [
             Finding(
                 loc,

@@ -9,12 +9,14 @@ import re
 from collections.abc import Mapping
 
 from gpunode.compat.rules import (
-    driver_satisfies,
     gpu_arch,
     known_toolkits,
     min_driver,
+    minor,
     open_modules_supported,
     rules,
+    torch_variants,
+    variant_cuda,
 )
 from gpunode.inventory.model import Driver
 from gpunode.versions import compare_dotted, dotted_key, matches_prefix
@@ -56,6 +58,11 @@ def wanted_release(driver: Driver) -> str:
     return driver.version or driver.branch
 
 
+def in_branch(driver: Driver, release: str) -> bool:
+    """Whether an upstream release ("550.163.01") is one of the driver's branch."""
+    return matches_prefix(release, driver.branch)
+
+
 def release_installed(driver: Driver, installed: Mapping[str, str]) -> bool:
     """Whether an installed kernel-module package (name -> Debian version) is a release
     of what the stack wants."""
@@ -89,6 +96,35 @@ def oldest_branch_for(cuda: str) -> str | None:
     if needed is None:
         return None
     return next((b for b in branches() if driver_satisfies(b, needed)), None)
+
+
+def driver_satisfies(branch: str, needed: str, release: str | None = None) -> bool:
+    """Whether a driver is >= `needed`: the exact `release` when one is pinned or installed,
+    else the branch (its newest release is; which releases exist, the repository says)."""
+    if release is not None:
+        return compare_dotted(release, needed) >= 0
+    return compare_dotted(branch, needed.split(".")[0]) >= 0
+
+
+def torch_variant(
+    torch: str, cuda: str | None, branch: str | None, release: str | None = None
+) -> str | None:
+    """The wheel variant for a host: the newest the driver can run, preferring the
+    declared toolkit's CUDA and never newer than it when one is declared."""
+    usable = [
+        v
+        for v in torch_variants(torch)
+        if branch is None or driver_satisfies(branch, min_driver(variant_cuda(v)) or "0", release)
+    ]
+    if cuda is not None:
+        same_major = [
+            v
+            for v in usable
+            if variant_cuda(v).split(".")[0] == cuda.split(".")[0]
+            and compare_dotted(variant_cuda(v), minor(cuda)) <= 0
+        ]
+        usable = same_major or usable
+    return max(usable, key=lambda v: dotted_key(variant_cuda(v)), default=None)
 
 
 def toolkit_problem(driver: Driver, cuda: str, needed: str) -> str | None:

@@ -12,7 +12,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from gpunode.versions import compare_dotted, dotted_key
+from gpunode.versions import dotted_key
 
 _RULES = Path(__file__).with_name("rules.yaml")
 
@@ -27,10 +27,11 @@ def rules() -> dict[str, Any]:
 
 def min_driver(cuda: str) -> str | None:
     table: dict[str, str] = rules()["cuda_min_driver"]
-    return table.get(_minor(cuda))
+    return table.get(minor(cuda))
 
 
-def _minor(version: str) -> str:
+def minor(version: str) -> str:
+    """12.4.1 -> 12.4: the tables are keyed by a minor release."""
     return ".".join(version.split(".")[:2])
 
 
@@ -38,21 +39,13 @@ def known_toolkits() -> list[str]:
     return sorted(rules()["cuda_min_driver"], key=dotted_key)
 
 
-def driver_satisfies(branch: str, needed: str, release: str | None = None) -> bool:
-    """Whether a driver is >= `needed`: the exact `release` when one is pinned or installed,
-    else the branch (its newest release is; which releases exist, the repository says)."""
-    if release is not None:
-        return compare_dotted(release, needed) >= 0
-    return compare_dotted(branch, needed.split(".")[0]) >= 0
-
-
 def toolkit_package(cuda: str) -> str:
-    return "cuda-toolkit-" + _minor(cuda).replace(".", "-")
+    return "cuda-toolkit-" + minor(cuda).replace(".", "-")
 
 
 def toolkit_ubuntu(cuda: str) -> list[str]:
     table: dict[str, list[str]] = rules()["cuda_ubuntu"]
-    return table.get(_minor(cuda), [])
+    return table.get(minor(cuda), [])
 
 
 def cudnn_names(cudnn: str, cuda: str) -> tuple[str, str] | None:
@@ -88,7 +81,7 @@ def open_modules_supported(model: str) -> bool | None:
 
 def torch_variants(torch: str) -> list[str]:
     table: dict[str, list[str]] = rules()["torch_variants"]
-    return table.get(_minor(torch), [])
+    return table.get(minor(torch), [])
 
 
 def variant_cuda(variant: str) -> str:
@@ -97,27 +90,6 @@ def variant_cuda(variant: str) -> str:
     return f"{digits[:-1]}.{digits[-1]}"
 
 
-def torch_variant(
-    torch: str, cuda: str | None, branch: str | None, release: str | None = None
-) -> str | None:
-    """The wheel variant for a host: the newest the driver can run, preferring the
-    declared toolkit's CUDA and never newer than it when one is declared."""
-    usable = [
-        v
-        for v in torch_variants(torch)
-        if branch is None or driver_satisfies(branch, min_driver(variant_cuda(v)) or "0", release)
-    ]
-    if cuda is not None:
-        same_major = [
-            v
-            for v in usable
-            if variant_cuda(v).split(".")[0] == cuda.split(".")[0]
-            and compare_dotted(variant_cuda(v), _minor(cuda)) <= 0
-        ]
-        usable = same_major or usable
-    return max(usable, key=lambda v: dotted_key(variant_cuda(v)), default=None)
-
-
 def tensorflow_tested(tf: str) -> dict[str, str] | None:
-    entry: dict[str, str] | None = rules()["tensorflow_tested"].get(_minor(tf))
+    entry: dict[str, str] | None = rules()["tensorflow_tested"].get(minor(tf))
     return entry

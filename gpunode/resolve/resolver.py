@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from gpunode.compat import cudnn_names, toolkit_package
-from gpunode.compat.driver import driver_userspace_package, release_package
+from gpunode.compat.driver import driver_userspace_package, in_branch, release_package
 from gpunode.facts.model import HostFacts
 from gpunode.inventory.model import Host
 from gpunode.resolve.specs import (
@@ -185,10 +185,10 @@ def installed_driver(host: Host, facts: HostFacts) -> str | None:
     d = host.stack.driver
     assert d is not None
     pkg = facts.package(driver_userspace_package(d.branch))
-    if pkg is not None and matches_prefix(upstream(pkg.version), d.branch):
+    if pkg is not None and in_branch(d, upstream(pkg.version)):
         return upstream(pkg.version)
     loaded = facts.module.version
-    if loaded and matches_prefix(loaded, d.branch) and facts.smi.driver_version == loaded:
+    if loaded and in_branch(d, loaded) and facts.smi.driver_version == loaded:
         return loaded
     return None
 
