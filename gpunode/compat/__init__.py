@@ -1,28 +1,56 @@
 """Compatibility rules (data in rules.yaml) and the checks built on them.
 
 The rules hold compatibility facts and package naming only; which releases exist is for
-the repository's own index to say (gpunode.resolve).
+the repository's own index to say (gpunode.resolve). What a driver branch means is
+decided in gpunode.compat.driver alone.
 """
 
+from collections.abc import Callable
+from typing import Any
+
 from gpunode.compat.check import Finding, check_host
+from gpunode.compat.driver import (
+    driver_packages,
+    driver_replaced_pattern,
+    driver_userspace_package,
+    torch_variant,
+    unversioned,
+)
 from gpunode.compat.rules import (
     cudnn_names,
-    driver_packages,
-    driver_userspace_package,
     min_driver,
     toolkit_package,
     toolkit_ubuntu,
-    torch_variant,
 )
 
+# What roles call as `compat.NAME` in their YAML and templates, each under its own name:
+# a search for one of these functions finds its uses in roles/ as well.
+TEMPLATE_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    f.__name__: f
+    for f in (
+        driver_packages,
+        driver_replaced_pattern,
+        driver_userspace_package,
+        unversioned,
+        toolkit_package,
+        toolkit_ubuntu,
+        cudnn_names,
+        torch_variant,
+        min_driver,
+    )
+}
+
 __all__ = [
+    "TEMPLATE_FUNCTIONS",
     "Finding",
     "check_host",
     "cudnn_names",
     "driver_packages",
+    "driver_replaced_pattern",
     "driver_userspace_package",
     "min_driver",
     "toolkit_package",
     "toolkit_ubuntu",
     "torch_variant",
+    "unversioned",
 ]

@@ -5,6 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpunode.compat import rules as r
+from gpunode.compat.driver import (
+    driver_satisfies,
+    flavor_problem,
+    toolkit_problem,
+    torch_variant,
+)
 from gpunode.inventory.model import Host
 from gpunode.versions import dotted_key
 
@@ -24,15 +30,9 @@ def check_host(host: Host) -> list[Finding]:
     toolkits = stack.cuda.toolkits if stack.cuda else []
     default = stack.cuda.default_toolkit if stack.cuda else None
 
-    model = host.gpus.model
-    if driver and driver.flavor == "open" and model and r.open_modules_supported(model) is False:
-        out.append(
-            Finding(
-                ("stack", "driver", "flavor"),
-                f"open kernel modules need Turing or newer, and {model} "
-                f"is {r.gpu_arch(model)}: use flavor: proprietary",
-            )
-        )
+    flavor = flavor_problem(driver, host.gpus.model) if driver else None
+    if flavor:
+        out.append(Finding(("stack", "driver", "flavor"), flavor))
 
     for i, cuda in enumerate(toolkits):
         needed = r.min_driver(cuda)
@@ -45,18 +45,9 @@ def check_host(host: Host) -> list[Finding]:
                 )
             )
             continue
-        if branch and not r.driver_satisfies(branch, needed, release):
-            fix = [f"use branch >= {r.oldest_branch_for(cuda)}"]
-            newest = r.newest_toolkit_for(branch)
-            if newest:
-                fix.append(f"CUDA <= {newest}")
-            out.append(
-                Finding(
-                    ("stack", "cuda", "toolkits", i),
-                    f"CUDA {cuda} needs driver >= {needed} but {release or 'branch ' + branch}"
-                    f" is requested: {', or '.join(fix)}",
-                )
-            )
+        problem = toolkit_problem(driver, cuda, needed) if driver else None
+        if problem:
+            out.append(Finding(("stack", "cuda", "toolkits", i), problem))
 
     if default and stack.cudnn and r.cudnn_names(stack.cudnn, default) is None:
         majors = r.cudnn_majors(default)
@@ -92,7 +83,7 @@ def _torch(
     if not variants:
         known = ", ".join(sorted(r.rules()["torch_variants"], key=dotted_key))
         return [Finding(loc, f"unknown PyTorch release {torch!r}: known releases are {known}")]
-    if r.torch_variant(torch, cuda, branch, release) is None:
+    if torch_variant(torch, cuda, branch, release) is None:
         need = min((r.min_driver(r.variant_cuda(v)) or "0" for v in variants), key=dotted_key)
         return [
             Finding(
@@ -111,7 +102,7 @@ def _tensorflow(env: str, tf: str, branch: str | None, release: str | None) -> l
         known = ", ".join(sorted(r.rules()["tensorflow_tested"], key=dotted_key))
         return [Finding(loc, f"unknown TensorFlow release {tf!r}: known releases are {known}")]
     needed = r.min_driver(tested["cuda"])
-    if branch and needed and not r.driver_satisfies(branch, needed, release):
+    if branch and needed and not driver_satisfies(branch, needed, release):
         return [
             Finding(
                 loc,

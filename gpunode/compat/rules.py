@@ -1,4 +1,5 @@
-"""Compatibility rules: which stacks can work, and the packages they are named by.
+"""Compatibility rules: which stacks can work, and the packages they are named by
+(a driver branch's: gpunode.compat.driver).
 
 The data lives in rules.yaml beside this file, each table citing its source.
 Everything here is a pure function of that data and the declared stack, so it
@@ -11,7 +12,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from gpunode.versions import compare_dotted, dotted_key, matches_prefix
+from gpunode.versions import dotted_key
 
 _RULES = Path(__file__).with_name("rules.yaml")
 
@@ -26,10 +27,11 @@ def rules() -> dict[str, Any]:
 
 def min_driver(cuda: str) -> str | None:
     table: dict[str, str] = rules()["cuda_min_driver"]
-    return table.get(_minor(cuda))
+    return table.get(minor(cuda))
 
 
-def _minor(version: str) -> str:
+def minor(version: str) -> str:
+    """12.4.1 -> 12.4: the tables are keyed by a minor release."""
     return ".".join(version.split(".")[:2])
 
 
@@ -37,51 +39,13 @@ def known_toolkits() -> list[str]:
     return sorted(rules()["cuda_min_driver"], key=dotted_key)
 
 
-def branches() -> list[str]:
-    """Driver branches whose CUDA support is known, oldest first."""
-    return sorted(rules()["driver_cuda"], key=dotted_key)
-
-
-def driver_satisfies(branch: str, needed: str, release: str | None = None) -> bool:
-    """Whether a driver is >= `needed`: the exact `release` when one is pinned or installed,
-    else the branch (its newest release is; which releases exist, the repository says)."""
-    if release is not None:
-        return compare_dotted(release, needed) >= 0
-    return compare_dotted(branch, needed.split(".")[0]) >= 0
-
-
-def driver_cuda(driver: str | None) -> str | None:
-    """The CUDA version a driver release supports, as nvidia-smi's header shows it."""
-    if not driver:
-        return None
-    table: dict[str, str] = rules()["driver_cuda"]
-    return table.get(driver.split(".")[0])
-
-
-def unversioned(branch: str) -> bool:
-    return compare_dotted(branch, rules()["driver_unversioned_from"]) >= 0
-
-
-def driver_packages(branch: str, flavor: str) -> list[str]:
-    """The packages that install a driver branch, in NVIDIA's naming for that branch."""
-    if unversioned(branch):
-        meta = "nvidia-open" if flavor == "open" else "cuda-drivers"
-        return [f"nvidia-driver-pinning-{branch}", meta]
-    return [f"nvidia-open-{branch}" if flavor == "open" else f"cuda-drivers-{branch}"]
-
-
-def driver_userspace_package(branch: str) -> str:
-    """The package whose version is the installed user-space driver (libcuda, nvidia-smi)."""
-    return "libnvidia-compute" if unversioned(branch) else f"libnvidia-compute-{branch}"
-
-
 def toolkit_package(cuda: str) -> str:
-    return "cuda-toolkit-" + _minor(cuda).replace(".", "-")
+    return "cuda-toolkit-" + minor(cuda).replace(".", "-")
 
 
 def toolkit_ubuntu(cuda: str) -> list[str]:
     table: dict[str, list[str]] = rules()["cuda_ubuntu"]
-    return table.get(_minor(cuda), [])
+    return table.get(minor(cuda), [])
 
 
 def cudnn_names(cudnn: str, cuda: str) -> tuple[str, str] | None:
@@ -117,7 +81,7 @@ def open_modules_supported(model: str) -> bool | None:
 
 def torch_variants(torch: str) -> list[str]:
     table: dict[str, list[str]] = rules()["torch_variants"]
-    return table.get(_minor(torch), [])
+    return table.get(minor(torch), [])
 
 
 def variant_cuda(variant: str) -> str:
@@ -126,42 +90,6 @@ def variant_cuda(variant: str) -> str:
     return f"{digits[:-1]}.{digits[-1]}"
 
 
-def torch_variant(
-    torch: str, cuda: str | None, branch: str | None, release: str | None = None
-) -> str | None:
-    """The wheel variant for a host: the newest the driver can run, preferring the
-    declared toolkit's CUDA and never newer than it when one is declared."""
-    usable = [
-        v
-        for v in torch_variants(torch)
-        if branch is None or driver_satisfies(branch, min_driver(variant_cuda(v)) or "0", release)
-    ]
-    if cuda is not None:
-        same_major = [
-            v
-            for v in usable
-            if variant_cuda(v).split(".")[0] == cuda.split(".")[0]
-            and compare_dotted(variant_cuda(v), _minor(cuda)) <= 0
-        ]
-        usable = same_major or usable
-    return max(usable, key=lambda v: dotted_key(variant_cuda(v)), default=None)
-
-
 def tensorflow_tested(tf: str) -> dict[str, str] | None:
-    entry: dict[str, str] | None = rules()["tensorflow_tested"].get(_minor(tf))
+    entry: dict[str, str] | None = rules()["tensorflow_tested"].get(minor(tf))
     return entry
-
-
-def newest_toolkit_for(branch: str) -> str | None:
-    ok = [c for c in known_toolkits() if driver_satisfies(branch, min_driver(c) or "0")]
-    return ok[-1] if ok else None
-
-
-def oldest_branch_for(cuda: str) -> str | None:
-    needed = min_driver(cuda)
-    if needed is None:
-        return None
-    return next((b for b in branches() if driver_satisfies(b, needed)), None)
-
-
-__all__ = ["matches_prefix"]

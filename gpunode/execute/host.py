@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gpunode.changes import Change, HostPlan
 from gpunode.events import (
     Bus,
     ChangeFinished,
@@ -29,7 +30,6 @@ from gpunode.events import (
 from gpunode.execute.readhost import read_host
 from gpunode.execute.result import ChangeResult, HostResult
 from gpunode.facts.model import HostFacts
-from gpunode.plan.change import Change, HostPlan
 from gpunode.plan.planner import managed_paths, plan_host, probes_for
 from gpunode.resolve import Catalog, CatalogFor
 from gpunode.resolve.hostapt import HostCatalog, madison_command
@@ -53,8 +53,6 @@ REBOOT = "nohup sh -c 'sleep 1; systemctl reboot || reboot' >/dev/null 2>&1 &"
 _LOCK = re.compile(r"(?:held by process|is held by) (\d+) \(([^)]*)\)")
 _CURL = re.compile(r"^curl: \(\d+\)", re.M)
 _URL = re.compile(r"https?://[^\s'\"]+")
-# Changes that may stay silent for minutes (downloads, installs): apt.inactivity_timeout.
-_LONG_OPS = ("apt_packages", "apt_repository", "conda", "conda_env", "pip")
 
 
 @dataclass
@@ -215,7 +213,7 @@ class HostRun:
         self.result.status = "changed" if plan.changes else "ok"
 
     def _apply(self, plan: HostPlan, facts: HostFacts) -> bool:
-        todo = [c for c in plan.changes if c.op != "reboot"]
+        todo = [c for c in plan.changes if not c.only_reboot]
         if todo and not self._may_act_as_root(todo):
             return False
         if todo:
@@ -255,7 +253,7 @@ class HostRun:
                 self.bus.emit(CommandOutput(name, index=i, stream=stream, text=text))  # type: ignore[arg-type]
 
             try:
-                with self._idle(c.apt or c.op in _LONG_OPS):
+                with self._idle(c.apt or c.long_running):
                     res = self.t.run(
                         step.command,
                         sudo=c.sudo,

@@ -12,8 +12,8 @@ from gpunode.transport.base import Transport
 from gpunode.transport.secret import Secret
 
 if TYPE_CHECKING:
+    from gpunode.changes import HostPlan
     from gpunode.inventory.model import Host
-    from gpunode.plan.change import HostPlan
 
 
 def plan_hosts(

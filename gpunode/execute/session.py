@@ -26,8 +26,8 @@ from gpunode.records import Record
 from gpunode.transport.secret import Secret
 
 if TYPE_CHECKING:
+    from gpunode.changes import HostPlan
     from gpunode.inventory.model import Host
-    from gpunode.plan.change import HostPlan
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import re
 import shlex
 from collections.abc import Callable
 
-from gpunode.compat.rules import driver_cuda
+from gpunode.compat.driver import driver_cuda
 from gpunode.facts.model import (
     AptSource,
     Conda,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpunode.inventory.text import printable
-from gpunode.inventory.yamlsrc import Position
+from gpunode.inventory.yamlpos import Position
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,10 @@ from pydantic import BaseModel, ValidationError
 
 from gpunode.inventory.errors import InventoryError, Problem, explain, field_path
 from gpunode.inventory.model import Document, Host
+from gpunode.inventory.patterns import select
 from gpunode.inventory.text import bad_strings
-from gpunode.inventory.yamlsrc import Path_, Position, Source, YamlError, load_file, load_text
+from gpunode.inventory.yamlpos import Path_, Position, Source, YamlError
+from gpunode.inventory.yamlsrc import load_file, load_text
 
 MAX_MERGED = 1_000_000
 
@@ -41,8 +43,6 @@ class Inventory:
         return Path(self.source.file)
 
     def select(self, pattern: str | None) -> list[Host]:
-        from gpunode.inventory.patterns import select
-
         return [self.hosts[n] for n in select(self, pattern)]
 
 

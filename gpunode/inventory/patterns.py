@@ -8,10 +8,18 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from gpunode.inventory.loader import Inventory
+
+class Inventory(Protocol):
+    """What a pattern is matched against: host names in order, and groups of them."""
+
+    @property
+    def hosts(self) -> Mapping[str, object]: ...
+
+    @property
+    def groups(self) -> Mapping[str, list[str]]: ...
 
 
 class PatternError(ValueError):

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from functools import cache
 from typing import Any
 
-from gpunode.inventory.yamlsrc import Path_, Position, Source, YamlError
+from gpunode.inventory.yamlpos import Path_, Position, Source, YamlError
 
 MAX_NODES = 100_000
 MAX_DEPTH = 64

@@ -14,11 +14,10 @@ from __future__ import annotations
 import os
 import re
 import stat
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-Path_ = tuple[str | int, ...]
+from gpunode.inventory.yamlnodes import build, check_events, scanner
+from gpunode.inventory.yamlpos import Position, Source, YamlError
 
 MAX_BYTES = 10 * 1024 * 1024
 
@@ -26,54 +25,9 @@ MAX_BYTES = 10 * 1024 * 1024
 _NOT_YAML = re.compile("[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
-@dataclass(frozen=True)
-class Position:
-    file: str
-    line: int  # 1-based
-    column: int  # 1-based
-
-    def __str__(self) -> str:
-        return f"{self.file}:{self.line}:{self.column}"
-
-
-@dataclass
-class Source:
-    """Plain data loaded from YAML, with the position of every node."""
-
-    file: str
-    data: Any
-    positions: dict[Path_, Position] = field(default_factory=dict)
-    text: str = ""
-
-    def token_at(self, pos: Position) -> str:
-        """The plain scalar written at `pos`, as typed (12.10 stays "12.10")."""
-        lines = self.text.splitlines()
-        if not 0 < pos.line <= len(lines):
-            return ""
-        rest = lines[pos.line - 1][pos.column - 1 :]
-        return re.split(r"[\s,\]}#]", rest, maxsplit=1)[0]
-
-    def position(self, path: Path_) -> Position:
-        """Position of the deepest node along `path` that exists in the file."""
-        for end in range(len(path), -1, -1):
-            pos = self.positions.get(tuple(path[:end]))
-            if pos is not None:
-                return pos
-        return Position(self.file, 1, 1)
-
-
-class YamlError(Exception):
-    def __init__(self, position: Position, message: str) -> None:
-        super().__init__(f"{position}: {message}")
-        self.position = position
-        self.message = message
-
-
 def load_text(text: str, file: str) -> Source:
     from ruamel.yaml import YAML
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
-
-    from gpunode.inventory.yamlnodes import build, check_events, scanner
 
     _check_text(text, file)
     # "safe": plain str/int/float/bool/None scalars ("rt" would keep round-trip markers).

@@ -6,15 +6,15 @@ from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
 
+from gpunode.changes import Change, HostPlan, Step
 from gpunode.facts.model import HostFacts, OsRelease
 from gpunode.inventory.model import Host
-from gpunode.plan.change import Change, HostPlan, Step
 from gpunode.plan.refuse import NVIDIA_RELEASES, refusal
-from gpunode.plan.walk import walk
 from gpunode.resolve import CatalogFor, IndexNeeded, Resolved, Unresolvable, resolve
 from gpunode.roles.loader import RoleError, search_path
 from gpunode.roles.ops import OpContext, Probe
-from gpunode.roles.ops.apt import apt_update, install_step
+from gpunode.roles.ops.apt import apt_transactions
+from gpunode.roles.walk import walk
 
 
 # dpkg has no lock timeout of its own: an apt run that is still going (its controller may
@@ -163,25 +163,12 @@ def plan_host(
 
 
 def _order(changes: list[Change], lock_timeout: int) -> list[Change]:
-    """Refresh apt's lists before the first install and after any repository change; join
-    package changes that follow each other into one; gather every reboot reason into one
-    reboot, last."""
-    out: list[Change] = []
-    reasons: list[Change] = [c for c in changes if c.reboot]
-    stale = True
-    for c in changes:
-        if c.op == "apt_repository":
-            stale = True
-        if c.op == "reboot":
-            continue
-        if c.apt and stale:
-            c = replace(c, steps=(Step(apt_update(lock_timeout)), *c.steps))
-            stale = False
-        c = replace(c, reboot=False)
-        if out and _installs(out[-1]) and _installs(c) and out[-1].sudo == c.sudo:
-            out[-1] = _one_transaction(out[-1], c, lock_timeout)
-        else:
-            out.append(c)
+    """Package changes as apt transactions (gpunode.roles.ops.apt); every reboot reason
+    gathered into one reboot, last."""
+    reasons = [c for c in changes if c.reboot]
+    out = apt_transactions(
+        [replace(c, reboot=False) for c in changes if not c.only_reboot], lock_timeout
+    )
     if reasons:
         out.append(
             Change(
@@ -194,47 +181,4 @@ def _order(changes: list[Change], lock_timeout: int) -> list[Change]:
                 tags=tuple(sorted({t for r in reasons for t in r.tags})),
             )
         )
-    return out
-
-
-def _installs(c: Change) -> bool:
-    return c.op == "apt_packages" and any(s.installs for s in c.steps)
-
-
-def _one_transaction(a: Change, b: Change, lock_timeout: int) -> Change:
-    """Two package changes as one apt transaction: apt reads its lists and dpkg runs its
-    triggers once, not once per role. Unholds go first, holds and handlers last."""
-    before: list[Step] = []
-    after: list[Step] = []
-    targets: list[str] = []
-    for c in (a, b):
-        i = next(n for n, s in enumerate(c.steps) if s.installs)
-        before += c.steps[:i]
-        targets += c.steps[i].installs
-        after += c.steps[i + 1 :]
-    return replace(
-        a,
-        role=a.role if a.role == b.role else f"{a.role}+{b.role}",
-        task=f"{a.task}; {b.task}",
-        reason=f"{a.reason}; {b.reason}",
-        steps=(
-            *_joined(before, "apt-mark unhold -- "),
-            install_step(lock_timeout, targets),
-            *_joined(after, "apt-mark hold -- "),
-        ),
-        tags=tuple(dict.fromkeys(a.tags + b.tags)),
-    )
-
-
-def _joined(steps: list[Step], prefix: str) -> list[Step]:
-    """`apt-mark hold -- a` and `apt-mark hold -- b c` as one `apt-mark hold -- a b c`, in
-    place of the first."""
-    args = [s.command[len(prefix) :] for s in steps if s.command.startswith(prefix)]
-    out: list[Step] = []
-    for s in steps:
-        if not s.command.startswith(prefix):
-            out.append(s)
-        elif args:
-            out.append(Step(prefix + " ".join(args)))
-            args = []
     return out

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import re
-
 from gpunode.compat import check_host, toolkit_ubuntu
+from gpunode.compat.driver import release_installed, secure_boot_refusal
 from gpunode.compat.rules import rules
 from gpunode.facts.model import HostFacts
 from gpunode.inventory.model import Host
-from gpunode.versions import matches_prefix
 
 NVIDIA_RELEASES = ("20.04", "22.04", "24.04")
 # Free space below which a planned package change is refused: apt downloads every .deb
@@ -16,7 +14,6 @@ NVIDIA_RELEASES = ("20.04", "22.04", "24.04")
 # or kernel change writes a new initramfs into /boot.
 ARCHIVES_MIN_BYTES = 1 << 30
 BOOT_MIN_BYTES = 100 << 20
-_DRIVER_PACKAGE = re.compile(r"nvidia-(?:open|driver)-\d+(?:-open|-server|-server-open)?")
 
 
 def refusal(host: Host, facts: HostFacts) -> str | None:
@@ -44,14 +41,9 @@ def refusal(host: Host, facts: HostFacts) -> str | None:
     if wants_nvidia and os_.version_id not in NVIDIA_RELEASES:
         return f"Ubuntu {os_.version_id} has no NVIDIA CUDA repository"
     if stack.driver and facts.secure_boot and not stack.vars.get("secure_boot_signed"):
-        wanted = stack.driver.version or stack.driver.branch
-        loaded = facts.module.version
-        if not (loaded and matches_prefix(loaded, wanted)):
-            return (
-                "Secure Boot is on and NVIDIA's repository builds unsigned kernel modules "
-                "(DKMS): disable Secure Boot, or enrol a MOK key for DKMS and set "
-                "stack.vars.secure_boot_signed: true"
-            )
+        unsigned = secure_boot_refusal(stack.driver, facts.module.version)
+        if unsigned:
+            return unsigned
     missing = [c for c in toolkits if not any(t.version == c for t in facts.toolkits)]
     if missing:
         need = int(rules()["toolkit_disk_bytes"]) * len(missing)
@@ -69,12 +61,8 @@ def _driver_pending(host: Host, facts: HostFacts) -> bool:
     driver = host.stack.driver
     if not driver:
         return False
-    wanted = driver.version or driver.branch
-    return not any(
-        _DRIVER_PACKAGE.fullmatch(name) and matches_prefix(pkg.version.split("-")[0], wanted)
-        for name, pkg in facts.packages.items()
-        if pkg.installed
-    )
+    installed = {name: pkg.version for name, pkg in facts.packages.items() if pkg.installed}
+    return not release_installed(driver, installed)
 
 
 def _space_refusal(host: Host, facts: HostFacts, missing: list[str]) -> str | None:

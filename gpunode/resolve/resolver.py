@@ -8,12 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from gpunode.compat import (
-    cudnn_names,
-    driver_packages,
-    driver_userspace_package,
-    toolkit_package,
-)
+from gpunode.compat import cudnn_names, toolkit_package
+from gpunode.compat.driver import driver_userspace_package, in_branch, release_package
 from gpunode.facts.model import HostFacts
 from gpunode.inventory.model import Host
 from gpunode.resolve.specs import (
@@ -137,7 +133,7 @@ def wanted_names(host: Host) -> tuple[str, ...]:
     names: list[str] = []
     if stack.driver:
         d = stack.driver
-        names += [driver_packages(d.branch, d.flavor)[-1], driver_userspace_package(d.branch)]
+        names += [release_package(d), driver_userspace_package(d.branch)]
     toolkit = stack.cuda.default_toolkit if stack.cuda else None
     if stack.cuda:
         names += [toolkit_package(c) for c in stack.cuda.toolkits]
@@ -151,7 +147,7 @@ def wanted_names(host: Host) -> tuple[str, ...]:
 def _driver(host: Host, facts: HostFacts, source: _Source, notes: list[str]) -> str:
     d = host.stack.driver
     assert d is not None
-    meta = driver_packages(d.branch, d.flavor)[-1]
+    meta = release_package(d)
     installed = installed_driver(host, facts)
     if d.version is not None:
         if installed == d.version:
@@ -189,10 +185,10 @@ def installed_driver(host: Host, facts: HostFacts) -> str | None:
     d = host.stack.driver
     assert d is not None
     pkg = facts.package(driver_userspace_package(d.branch))
-    if pkg is not None and matches_prefix(upstream(pkg.version), d.branch):
+    if pkg is not None and in_branch(d, upstream(pkg.version)):
         return upstream(pkg.version)
     loaded = facts.module.version
-    if loaded and matches_prefix(loaded, d.branch) and facts.smi.driver_version == loaded:
+    if loaded and in_branch(d, loaded) and facts.smi.driver_version == loaded:
         return loaded
     return None
 

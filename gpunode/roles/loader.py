@@ -12,7 +12,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from gpunode.inventory.yamlsrc import Position, YamlError, load_file
+from gpunode.inventory.yamlpos import Position, YamlError
+from gpunode.inventory.yamlsrc import load_file
 
 TASK_KEYS = {"name", "op", "when", "loop", "tags", "on_change"}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpunode.plan.change import HostPlan
+from gpunode.changes import HostPlan
 
 if TYPE_CHECKING:
     from gpunode.hostpool import Outcome

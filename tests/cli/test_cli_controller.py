@@ -209,10 +209,10 @@ def test_diff_never_records_a_private_files_content(
     """--diff reads the file before the change with sudo: a 0600 file's secret must not
     reach the record (nor the events), nor a new content about to be written 0600."""
     from gpunode import records
+    from gpunode.changes import Change, HostPlan
     from gpunode.events import Bus, ChangeFinished
     from gpunode.execute.host import HostRun, Options
     from gpunode.inventory import loads
-    from gpunode.plan.change import Change, HostPlan
     from gpunode.roles.ops.apt import write_file_step
     from gpunode.transport.local import LocalTransport
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpunode.compat import rules as compat
+from gpunode import compat
 from gpunode.lab.repo import build_repository
 from tests.lab_repo.conftest import ServedRepo
 

@@ -12,8 +12,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from gpunode.changes import Change
 from gpunode.execute.readhost import read_host
-from gpunode.plan.change import Change
 from gpunode.roles.ops import OPERATIONS, OpContext
 from gpunode.transport.local import LocalTransport
 

@@ -34,9 +34,9 @@ import pytest
 from pydantic import ValidationError
 from ruamel.yaml import YAML
 
+from gpunode.changes import Change, Step
 from gpunode.facts.model import HostFacts
 from gpunode.facts.parse import parse_facts
-from gpunode.plan.change import Change, Step
 from gpunode.roles.ops import OPERATIONS, OpContext
 
 HERE = Path(__file__).parent

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
+from gpunode.changes import HostPlan
 from gpunode.facts.model import Disk, HostFacts, KernelModule, OsRelease, PciGpu
 from gpunode.inventory import Host, loads
 from gpunode.plan import plan_host as _plan_host
-from gpunode.plan.change import HostPlan
 from gpunode.repoindex import FETCHED, FetchedIndex, parse_packages
 from gpunode.resolve import Catalog
 from gpunode.resolve.index import IndexCatalog

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from conftest import STACK, fresh_facts, host_from, plan_host
 
+from gpunode.changes import HostPlan
 from gpunode.facts.model import HostFacts, Package
 from gpunode.inventory import Host, load
-from gpunode.plan.change import HostPlan
-from gpunode.plan.walk import walk
 from gpunode.resolve import Resolved
 from gpunode.roles import search_path
 from gpunode.roles.loader import RoleError
+from gpunode.roles.walk import walk
 
 NO_SYSTEMD = {"systemd": False}
 APT_OPTION = "-oAPT::Update::Pre-Invoke::=touch /tmp/gpunode-injected"

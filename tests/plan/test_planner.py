@@ -7,6 +7,7 @@ from pathlib import Path
 
 from conftest import FIX, STACK, fresh_facts, host_from, plan_host
 
+from gpunode.changes import HostPlan
 from gpunode.facts.model import (
     AptSource,
     FileAttrs,
@@ -18,7 +19,6 @@ from gpunode.facts.model import (
 from gpunode.facts.parse import parse_facts
 from gpunode.inventory import Host
 from gpunode.plan import probes_for
-from gpunode.plan.change import HostPlan
 from gpunode.plan.planner import dpkg_configure
 from gpunode.roles.ops.base import sha256
 

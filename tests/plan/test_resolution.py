@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from conftest import STACK, catalog, fresh_facts, host_from, plan_host
 
+from gpunode.changes import HostPlan
 from gpunode.facts.model import HostFacts, KernelModule, NvidiaSmi, Package
-from gpunode.plan.change import HostPlan
 from gpunode.resolve import Catalog
 
 NO_SYSTEMD = {"systemd": False}

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from dataclasses import replace
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, field_validator
 
-from gpunode.plan.change import Change, Step
+from gpunode.changes import Change, Step
 from gpunode.roles.ops.base import (
     DEB_NAME,
     Args,
@@ -132,6 +133,8 @@ class AptRepository(Operation):
     """
 
     name = "apt_repository"
+    changes_apt_sources = True
+    long_running = True
     args_model = AptRepositoryArgs
 
     def paths(self, args: Any) -> list[str]:
@@ -149,7 +152,7 @@ class AptRepository(Operation):
                 why = f"{kp.name} {have.version} installed" if have else f"{kp.name} missing"
                 out.append(
                     ctx.change(
-                        self.name,
+                        self,
                         f"{why}, {kp.version} wanted",
                         [keyring_install(kp, ctx.apt_lock_timeout, a.insecure_http)],
                         path=a.keyring,
@@ -158,7 +161,7 @@ class AptRepository(Operation):
         elif a.keyring_url is not None and not _keyring_present(a.keyring, ctx):
             out.append(
                 ctx.change(
-                    self.name,
+                    self,
                     f"keyring {a.keyring} missing",
                     [
                         f"{PRIVATE_DIR} && "
@@ -180,7 +183,7 @@ class AptRepository(Operation):
         if out or problem:
             out.append(
                 ctx.change(
-                    self.name,
+                    self,
                     problem or f"{a.path} replaced after the keyring package",
                     [write_file_step(a.path, want, "0644")],
                     path=a.path,
@@ -314,6 +317,7 @@ class AptPackages(Operation):
     """
 
     name = "apt_packages"
+    long_running = True
     args_model = AptPackagesArgs
 
     def plan(self, args: Any, ctx: OpContext) -> list[Change]:
@@ -363,4 +367,65 @@ class AptPackages(Operation):
         if unheld:
             steps.append("apt-mark hold -- " + " ".join(q(n) for n in unheld))
         reason = "; ".join(missing) if missing else f"{', '.join(unheld)} not held"
-        return [ctx.change(self.name, reason, steps, apt=bool(install or stale))]
+        return [ctx.change(self, reason, steps, apt=bool(install or stale))]
+
+
+def apt_transactions(changes: list[Change], lock_timeout: int) -> list[Change]:
+    """Refresh apt's lists before the first install and after any change to its sources;
+    join package changes that follow each other into one."""
+    out: list[Change] = []
+    stale = True
+    for c in changes:
+        if c.apt_sources:
+            stale = True
+        if c.apt and stale:
+            c = replace(c, steps=(Step(apt_update(lock_timeout)), *c.steps))
+            stale = False
+        if out and _installs(out[-1]) and _installs(c) and out[-1].sudo == c.sudo:
+            out[-1] = _one_transaction(out[-1], c, lock_timeout)
+        else:
+            out.append(c)
+    return out
+
+
+def _installs(c: Change) -> bool:
+    return any(s.installs for s in c.steps)
+
+
+def _one_transaction(a: Change, b: Change, lock_timeout: int) -> Change:
+    """Two package changes as one apt transaction: apt reads its lists and dpkg runs its
+    triggers once, not once per role. Unholds go first, holds and handlers last."""
+    before: list[Step] = []
+    after: list[Step] = []
+    targets: list[str] = []
+    for c in (a, b):
+        i = next(n for n, s in enumerate(c.steps) if s.installs)
+        before += c.steps[:i]
+        targets += c.steps[i].installs
+        after += c.steps[i + 1 :]
+    return replace(
+        a,
+        role=a.role if a.role == b.role else f"{a.role}+{b.role}",
+        task=f"{a.task}; {b.task}",
+        reason=f"{a.reason}; {b.reason}",
+        steps=(
+            *_joined(before, "apt-mark unhold -- "),
+            install_step(lock_timeout, targets),
+            *_joined(after, "apt-mark hold -- "),
+        ),
+        tags=tuple(dict.fromkeys(a.tags + b.tags)),
+    )
+
+
+def _joined(steps: list[Step], prefix: str) -> list[Step]:
+    """`apt-mark hold -- a` and `apt-mark hold -- b c` as one `apt-mark hold -- a b c`, in
+    place of the first."""
+    args = [s.command[len(prefix) :] for s in steps if s.command.startswith(prefix)]
+    out: list[Step] = []
+    for s in steps:
+        if not s.command.startswith(prefix):
+            out.append(s)
+        elif args:
+            out.append(Step(prefix + " ".join(args)))
+            args = []
+    return out

@@ -17,8 +17,8 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict
 
+from gpunode.changes import Change, Step
 from gpunode.facts.model import HostFacts
-from gpunode.plan.change import Change, Step
 
 APT_ENV = "DEBIAN_FRONTEND=noninteractive"
 
@@ -132,10 +132,11 @@ class OpContext:
 
     def change(
         self,
-        op: str,
+        op: Operation,
         reason: str,
         commands: Sequence[str | Step],
         *,
+        handlers: bool = True,
         reboot: bool = False,
         apt: bool = False,
         path: str | None = None,
@@ -143,17 +144,20 @@ class OpContext:
         after: str | None = None,
         sudo: bool = True,
     ) -> Change:
+        """`handlers`: the task's on_change commands run after `commands`."""
         steps = [c if isinstance(c, Step) else Step(c) for c in commands]
-        steps += [Step(c) for c in self.on_change]
+        steps += [Step(c) for c in self.on_change] if handlers else []
         return Change(
             role=self.role,
             task=self.task,
-            op=op,
+            op=op.name,
             reason=reason,
             steps=tuple(steps),
             sudo=sudo,
             reboot=reboot,
             apt=apt,
+            apt_sources=op.changes_apt_sources,
+            long_running=op.long_running,
             path=path,
             before=before,
             after=after,
@@ -167,6 +171,12 @@ class OpContext:
 class Operation:
     name: ClassVar[str]
     args_model: ClassVar[type[Args]]
+    renders_template: ClassVar[bool] = False
+    """Its `src:` is a template of the role, rendered into `content` before parsing."""
+    changes_apt_sources: ClassVar[bool] = False
+    """Its changes leave apt's lists stale (Change.apt_sources)."""
+    long_running: ClassVar[bool] = False
+    """Its changes may stay silent for minutes (Change.long_running)."""
 
     def parse(self, raw: dict[str, Any]) -> Args:
         return self.args_model.model_validate(raw)

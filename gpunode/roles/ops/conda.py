@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field
 
-from gpunode.plan.change import Change
+from gpunode.changes import Change
 from gpunode.roles.ops.base import (
     AbsPath,
     Args,
@@ -55,6 +55,7 @@ class Conda(Operation):
     """
 
     name = "conda"
+    long_running = True
     args_model = CondaArgs
 
     def plan(self, args: Any, ctx: OpContext) -> list[Change]:
@@ -65,7 +66,7 @@ class Conda(Operation):
         fetch = verified(a.installer_url, a.installer_sha256, sh, insecure_http=a.insecure_http)
         return [
             ctx.change(
-                self.name,
+                self,
                 f"no conda at {a.prefix}",
                 # one root step: a private directory, the verified installer, then run it
                 # (-u: a half-finished earlier install is completed, not refused)
@@ -108,6 +109,7 @@ class CondaEnv(Operation):
     """
 
     name = "conda_env"
+    long_running = True
     args_model = CondaEnvArgs
 
     def plan(self, args: Any, ctx: OpContext) -> list[Change]:
@@ -118,7 +120,7 @@ class CondaEnv(Operation):
         if env is None:
             return [
                 ctx.change(
-                    self.name,
+                    self,
                     f"conda env {a.env} missing",
                     [f"{q(conda)} create -y -q -p {q(path)} {q('python=' + a.python)}"],
                 )
@@ -126,7 +128,7 @@ class CondaEnv(Operation):
         if env.python is None or not matches_prefix(env.python, a.python):
             return [
                 ctx.change(
-                    self.name,
+                    self,
                     f"conda env {a.env} has Python {env.python}, {a.python} wanted",
                     [f"{q(conda)} install -y -q -p {q(path)} {q('python=' + a.python)}"],
                 )
@@ -186,6 +188,7 @@ class Pip(Operation):
     """
 
     name = "pip"
+    long_running = True
     args_model = PipArgs
 
     @staticmethod
@@ -211,4 +214,4 @@ class Pip(Operation):
             cmd += ["--extra-index-url", q(a.extra_index_url)]
         cmd += [q(s) for s in specs]
         wanted = ", ".join(f"{p.name} {p.version}{'+' + p.local if p.local else ''}" for p in todo)
-        return [ctx.change(self.name, f"{wanted} not installed", [" ".join(cmd)])]
+        return [ctx.change(self, f"{wanted} not installed", [" ".join(cmd)])]

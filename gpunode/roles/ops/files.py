@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from gpunode.plan.change import Change, Step
+from gpunode.changes import Change, Step
 from gpunode.roles.ops.apt import write_file_step
 from gpunode.roles.ops.base import (
     Args,
@@ -69,16 +69,16 @@ class File(Operation):
         if a.state == "absent":
             if have is None:
                 return []
-            return [ctx.change(self.name, f"{a.path} present", [f"rm -f {q(a.path)}"], path=a.path)]
+            return [ctx.change(self, f"{a.path} present", [f"rm -f {q(a.path)}"], path=a.path)]
         if a.state != "present":
             raise ValueError(f"state must be present or absent, not {a.state!r}")
         if have == sha256(a.content):
             why, cmds = attrs_fix(ctx.facts, a.path, a.mode, a.owner)
-            return [ctx.change(self.name, why, cmds, path=a.path)] if cmds else []
+            return [ctx.change(self, why, cmds, path=a.path)] if cmds else []
         reason = _why_write(ctx, a.path, have)
         return [
             ctx.change(
-                self.name,
+                self,
                 reason,
                 [write_file_step(a.path, a.content, a.mode, a.owner)],
                 path=a.path,
@@ -123,6 +123,7 @@ class Template(File):
     """
 
     name = "template"
+    renders_template = True
     args_model = TemplateArgs
 
 
@@ -178,7 +179,7 @@ class LineInFile(Operation):
         )
         return [
             ctx.change(
-                self.name,
+                self,
                 f"line {a.line!r} missing from {a.path}",
                 [Step(cmd, a.line + "\n")],
                 path=a.path,
@@ -234,11 +235,11 @@ class ModuleBlacklist(Operation):
         path, content = self._path(a), self._content(a)
         if file_hash(ctx.facts, path) == sha256(content):
             why, cmds = attrs_fix(ctx.facts, path, "0644", "root:root")
-            return [ctx.change(self.name, why, cmds, path=path)] if cmds else []
+            return [ctx.change(self, why, cmds, path=path)] if cmds else []
         loaded = a.module == "nouveau" and ctx.facts.module.nouveau_loaded
         return [
             ctx.change(
-                self.name,
+                self,
                 f"{a.module} not blacklisted" + (" and loaded: reboot needed" if loaded else ""),
                 [
                     write_file_step(path, content, "0644"),

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import Field
 
-from gpunode.plan.change import Change
+from gpunode.changes import Change
 from gpunode.roles.ops.base import (
     AbsPath,
     Args,
@@ -74,7 +74,7 @@ class Alternatives(Operation):
             why = f"{a.alternative} does not point to {a.path}"
         return [
             ctx.change(
-                self.name,
+                self,
                 f"{why}, {a.path} wanted",
                 [
                     f"update-alternatives --install {q(a.link)} {q(a.alternative)} {q(a.path)}"
@@ -138,7 +138,7 @@ class Service(Operation):
         if a.started != bool(ctx.probe(active_p)):
             steps.append(f"systemctl {'start' if a.started else 'stop'} {q(a.unit)}")
             why.append(f"{a.unit} {'not ' if a.started else ''}running")
-        return [ctx.change(self.name, ", ".join(why), steps)] if steps else []
+        return [ctx.change(self, ", ".join(why), steps)] if steps else []
 
 
 class CommandArgs(Args):
@@ -215,7 +215,7 @@ class Command(Operation):
             reason = f"would check `{a.unless}` at apply"
         else:
             reason = a.reason or (f"{a.creates} missing" if a.creates else f"`{a.unless}` failed")
-        return [ctx.change(self.name, reason, [cmd], sudo=a.sudo)]
+        return [ctx.change(self, reason, [cmd], sudo=a.sudo)]
 
 
 class RebootArgs(Args):
@@ -242,4 +242,4 @@ class Reboot(Operation):
 
     def plan(self, args: Any, ctx: OpContext) -> list[Change]:
         a: RebootArgs = args
-        return [ctx.change(self.name, a.reason, [], reboot=True)]
+        return [ctx.change(self, a.reason, [], reboot=True, handlers=False)]

@@ -15,8 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from gpunode import compat
-from gpunode.compat import rules
+from gpunode.compat import TEMPLATE_FUNCTIONS
 from gpunode.facts.model import HostFacts
 from gpunode.inventory.model import Host
 from gpunode.resolve import Resolved
@@ -24,16 +23,7 @@ from gpunode.roles.loader import Role, RoleError, Task, find_role
 from gpunode.roles.ops import OPERATIONS, Operation
 from gpunode.roles.render import render, render_template
 
-_COMPAT = SimpleNamespace(
-    driver_packages=compat.driver_packages,
-    driver_userspace_package=compat.driver_userspace_package,
-    toolkit_package=compat.toolkit_package,
-    toolkit_ubuntu=compat.toolkit_ubuntu,
-    cudnn_names=compat.cudnn_names,
-    torch_variant=compat.torch_variant,
-    min_driver=compat.min_driver,
-    unversioned=rules.unversioned,
-)
+_COMPAT = SimpleNamespace(**TEMPLATE_FUNCTIONS)
 
 
 def builtin_roles(host: Host) -> list[str]:
@@ -135,7 +125,7 @@ def _task(role: Role, task: Task, ctx: dict[str, Any], guess: bool = False) -> I
             if not _render("{{ " + cond + " }}", here, f"{where}: when"):
                 continue
         raw = _render(task.args, here, where)
-        if task.op == "template":
+        if op.renders_template:
             src = raw.get("src")
             if not isinstance(src, str):
                 raise RoleError(f"{task.position}: template needs `src:` (a file in templates/)")

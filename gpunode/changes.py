@@ -30,8 +30,13 @@ class Change:
     steps: tuple[Step, ...]
     sudo: bool = True
     reboot: bool = False
+    """A reboot is needed after it; with no steps, the change is that reboot alone."""
     apt: bool = False
     """Installs packages: the executor refreshes apt's lists before the first one."""
+    apt_sources: bool = False
+    """Changes apt's sources: its lists are stale until read again."""
+    long_running: bool = False
+    """May stay silent for minutes (downloads, installs): apt.inactivity_timeout applies."""
     path: str | None = None
     before: str | None = None
     after: str | None = None
@@ -41,6 +46,11 @@ class Change:
     def roles(self) -> tuple[str, ...]:
         """The roles whose work this is: one apt transaction may serve several."""
         return tuple(self.role.split("+"))
+
+    @property
+    def only_reboot(self) -> bool:
+        """Asks for a reboot and runs nothing itself: the executor reboots, after the rest."""
+        return self.reboot and not self.steps
 
     @property
     def title(self) -> str:

@@ -1,0 +1,164 @@
+"""What a driver branch means: NVIDIA's package names for it and its flavour, the CUDA it
+runs, and what refuses it. Every other module asks here; roles ask through `compat.NAME`
+in their templates (gpunode.compat.TEMPLATE_FUNCTIONS).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from gpunode.compat.rules import (
+    gpu_arch,
+    known_toolkits,
+    min_driver,
+    minor,
+    open_modules_supported,
+    rules,
+    torch_variants,
+    variant_cuda,
+)
+from gpunode.inventory.model import Driver
+from gpunode.versions import compare_dotted, dotted_key, matches_prefix
+
+# The kernel-module packages of one branch (nvidia-open-550, nvidia-driver-550-server...).
+_BRANCH_MODULE_PACKAGE = re.compile(r"nvidia-(?:open|driver)-\d+(?:-open|-server|-server-open)?")
+
+
+def unversioned(branch: str) -> bool:
+    """From this branch on, NVIDIA names driver packages without the branch."""
+    return compare_dotted(branch, rules()["driver_unversioned_from"]) >= 0
+
+
+def driver_packages(branch: str, flavor: str) -> list[str]:
+    """The packages that install a driver branch, in NVIDIA's naming for that branch."""
+    if unversioned(branch):
+        meta = "nvidia-open" if flavor == "open" else "cuda-drivers"
+        return [f"nvidia-driver-pinning-{branch}", meta]
+    return [f"nvidia-open-{branch}" if flavor == "open" else f"cuda-drivers-{branch}"]
+
+
+def release_package(driver: Driver) -> str:
+    """The package whose versions are the branch's releases in the repository."""
+    return driver_packages(driver.branch, driver.flavor)[-1]
+
+
+def driver_userspace_package(branch: str) -> str:
+    """The package whose version is the installed user-space driver (libcuda, nvidia-smi)."""
+    return "libnvidia-compute" if unversioned(branch) else f"libnvidia-compute-{branch}"
+
+
+def driver_replaced_pattern() -> str:
+    """Held driver packages of any branch: apt cannot switch branches while they are held."""
+    return "(nvidia-open|cuda-drivers|nvidia-driver-pinning|libnvidia-compute)(-[0-9]+)?"
+
+
+def wanted_release(driver: Driver) -> str:
+    """The release the stack asks for: the pinned one, else its branch (a prefix)."""
+    return driver.version or driver.branch
+
+
+def in_branch(driver: Driver, release: str) -> bool:
+    """Whether an upstream release ("550.163.01") is one of the driver's branch."""
+    return matches_prefix(release, driver.branch)
+
+
+def release_installed(driver: Driver, installed: Mapping[str, str]) -> bool:
+    """Whether an installed kernel-module package (name -> Debian version) is a release
+    of what the stack wants."""
+    wanted = wanted_release(driver)
+    return any(
+        _BRANCH_MODULE_PACKAGE.fullmatch(name) and matches_prefix(version.split("-")[0], wanted)
+        for name, version in installed.items()
+    )
+
+
+def driver_cuda(driver: str | None) -> str | None:
+    """The CUDA version a driver release supports, as nvidia-smi's header shows it."""
+    if not driver:
+        return None
+    table: dict[str, str] = rules()["driver_cuda"]
+    return table.get(driver.split(".")[0])
+
+
+def branches() -> list[str]:
+    """Driver branches whose CUDA support is known, oldest first."""
+    return sorted(rules()["driver_cuda"], key=dotted_key)
+
+
+def newest_toolkit_for(branch: str) -> str | None:
+    ok = [c for c in known_toolkits() if driver_satisfies(branch, min_driver(c) or "0")]
+    return ok[-1] if ok else None
+
+
+def oldest_branch_for(cuda: str) -> str | None:
+    needed = min_driver(cuda)
+    if needed is None:
+        return None
+    return next((b for b in branches() if driver_satisfies(b, needed)), None)
+
+
+def driver_satisfies(branch: str, needed: str, release: str | None = None) -> bool:
+    """Whether a driver is >= `needed`: the exact `release` when one is pinned or installed,
+    else the branch (its newest release is; which releases exist, the repository says)."""
+    if release is not None:
+        return compare_dotted(release, needed) >= 0
+    return compare_dotted(branch, needed.split(".")[0]) >= 0
+
+
+def torch_variant(
+    torch: str, cuda: str | None, branch: str | None, release: str | None = None
+) -> str | None:
+    """The wheel variant for a host: the newest the driver can run, preferring the
+    declared toolkit's CUDA and never newer than it when one is declared."""
+    usable = [
+        v
+        for v in torch_variants(torch)
+        if branch is None or driver_satisfies(branch, min_driver(variant_cuda(v)) or "0", release)
+    ]
+    if cuda is not None:
+        same_major = [
+            v
+            for v in usable
+            if variant_cuda(v).split(".")[0] == cuda.split(".")[0]
+            and compare_dotted(variant_cuda(v), minor(cuda)) <= 0
+        ]
+        usable = same_major or usable
+    return max(usable, key=lambda v: dotted_key(variant_cuda(v)), default=None)
+
+
+def toolkit_problem(driver: Driver, cuda: str, needed: str) -> str | None:
+    """Why the driver cannot run CUDA `cuda` (which needs driver >= `needed`), or None."""
+    if driver_satisfies(driver.branch, needed, driver.version):
+        return None
+    fix = [f"use branch >= {oldest_branch_for(cuda)}"]
+    newest = newest_toolkit_for(driver.branch)
+    if newest:
+        fix.append(f"CUDA <= {newest}")
+    return (
+        f"CUDA {cuda} needs driver >= {needed} but {driver.version or 'branch ' + driver.branch}"
+        f" is requested: {', or '.join(fix)}"
+    )
+
+
+def flavor_problem(driver: Driver, gpu_model: str | None) -> str | None:
+    """Why the driver's flavour cannot drive the declared GPU model, or None."""
+    if driver.flavor != "open" or not gpu_model:
+        return None
+    if open_modules_supported(gpu_model) is not False:
+        return None
+    return (
+        f"open kernel modules need Turing or newer, and {gpu_model} "
+        f"is {gpu_arch(gpu_model)}: use flavor: proprietary"
+    )
+
+
+def secure_boot_refusal(driver: Driver, loaded: str | None) -> str | None:
+    """With Secure Boot on, a driver other than the loaded one cannot be built unsigned."""
+    if loaded and matches_prefix(loaded, wanted_release(driver)):
+        return None
+    return (
+        "Secure Boot is on and NVIDIA's repository builds unsigned kernel modules "
+        "(DKMS): disable Secure Boot, or enrol a MOK key for DKMS and set "
+        "stack.vars.secure_boot_signed: true"
+    )
