@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from gpunode.facts.smi import parse_query_csv, parse_smi_list, parse_smi_table, parse_smi_xml
-from gpunode.lab.repo import smi_sim
+from gpunode_lab.repo import smi_sim
 
 FIX = Path(__file__).parent.parent / "fixtures" / "smi"
 X2 = FIX / "h200x2-ubuntu2404"
 X1 = FIX / "h200-ubuntu2404"
-SCRIPT = str(resources.files("gpunode.lab.repo") / "smi_sim.py")
-TEMPLATES = str(resources.files("gpunode.lab.repo") / "smi_templates")
+SCRIPT = str(resources.files("gpunode_lab.repo") / "smi_sim.py")
+TEMPLATES = str(resources.files("gpunode_lab.repo") / "smi_templates")
 
 # The columns the query-gpu captures were taken with.
 CAPTURE_FIELDS = (

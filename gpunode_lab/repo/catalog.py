@@ -7,11 +7,11 @@ write them.
 
 from __future__ import annotations
 
-from gpunode.lab.repo import nvidia_repo
-from gpunode.lab.repo.catalog_driver import driver_packages
-from gpunode.lab.repo.catalog_libs import cudnn8_packages, cudnn9_packages, nccl_packages
-from gpunode.lab.repo.catalog_toolkit import toolkit_packages
-from gpunode.lab.repo.deb import Package, Payload
+from gpunode_lab.repo import nvidia_repo
+from gpunode_lab.repo.catalog_driver import driver_packages
+from gpunode_lab.repo.catalog_libs import cudnn8_packages, cudnn9_packages, nccl_packages
+from gpunode_lab.repo.catalog_toolkit import toolkit_packages
+from gpunode_lab.repo.deb import Package, Payload
 
 DISTROS = tuple(nvidia_repo.distros())
 

@@ -18,11 +18,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from gpunode.lab import hostinit, procs
-from gpunode.lab.standins import DPKG_LOCKER, SECURE_BOOT_VAR
+from gpunode_lab import hostinit, procs
+from gpunode_lab.standins import DPKG_LOCKER, SECURE_BOOT_VAR
 
 if TYPE_CHECKING:
-    from gpunode.lab.supervisor import Host, Supervisor
+    from gpunode_lab.supervisor import Host, Supervisor
 
 T = TypeVar("T")
 

@@ -26,11 +26,11 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from gpunode.lab import faults, hostinit, procs
-from gpunode.lab.gpumodels import MODELS, pci_devices
-from gpunode.lab.latency import PORT_OFFSET, LatencyRelay
-from gpunode.lab.rootfs import prepare_upper
-from gpunode.lab.state import HostPaths, LabConfig, LabPaths
+from gpunode_lab import faults, hostinit, procs
+from gpunode_lab.gpumodels import MODELS, pci_devices
+from gpunode_lab.latency import PORT_OFFSET, LatencyRelay
+from gpunode_lab.rootfs import prepare_upper
+from gpunode_lab.state import HostPaths, LabConfig, LabPaths
 
 REBOOT_DELAY_S = 1.5
 TICK_S = 0.05

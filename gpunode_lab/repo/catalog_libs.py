@@ -7,7 +7,7 @@ libnccl2/libnccl-dev <version>-1+cudaX.Y, one build per CUDA version it was buil
 
 from __future__ import annotations
 
-from gpunode.lab.repo.deb import Package, Payload
+from gpunode_lab.repo.deb import Package, Payload
 
 LIBDIR = "/usr/lib/x86_64-linux-gnu"
 

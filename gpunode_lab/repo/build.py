@@ -21,10 +21,10 @@ from email.utils import formatdate
 from importlib import resources
 from pathlib import Path
 
-from gpunode.lab.repo import catalog, conda, nvidia_repo, pypi
-from gpunode.lab.repo.deb import Package, control_text, deb_bytes
-from gpunode.lab.repo.signing import Signer
-from gpunode.lab.state import MIRRORS
+from gpunode_lab.repo import catalog, conda, nvidia_repo, pypi
+from gpunode_lab.repo.deb import Package, control_text, deb_bytes
+from gpunode_lab.repo.signing import Signer
+from gpunode_lab.state import MIRRORS
 
 GENERATOR = "gpunode-lab-repo/1"
 
@@ -32,7 +32,7 @@ GENERATOR = "gpunode-lab-repo/1"
 def generator_version() -> str:
     """Changes whenever the generator's code or the lab's repository data change."""
     h = hashlib.sha256(GENERATOR.encode())
-    here = resources.files("gpunode.lab.repo")
+    here = resources.files("gpunode_lab.repo")
     for name in sorted(
         (
             "build.py",
