@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from gpunode.facts.smi import parse_query_csv, parse_smi_list, parse_smi_table, parse_smi_xml
+from gpunode.facts.smi import parse_query_csv, parse_smi_table
 from gpunode_lab.repo import smi_sim
+from tests.smi_readers import CAPTURE_FIELDS, parse_smi_list, parse_smi_xml
 
 FIX = Path(__file__).parent.parent / "fixtures" / "smi"
 X2 = FIX / "h200x2-ubuntu2404"
@@ -21,13 +22,6 @@ X1 = FIX / "h200-ubuntu2404"
 SCRIPT = str(resources.files("gpunode_lab.repo") / "smi_sim.py")
 TEMPLATES = str(resources.files("gpunode_lab.repo") / "smi_templates")
 
-# The columns the query-gpu captures were taken with.
-CAPTURE_FIELDS = (
-    "index", "uuid", "name", "driver_version", "pci.bus_id", "memory.total", "memory.used",
-    "memory.free", "utilization.gpu", "utilization.memory", "temperature.gpu", "power.draw",
-    "power.limit", "clocks.sm", "clocks.mem", "fan.speed", "pstate", "compute_mode",
-    "ecc.errors.uncorrected.volatile.total",
-)  # fmt: skip
 UUIDS = ["GPU-4535bd70-a68d-8e9d-5e87-ae20fb0ab3da", "GPU-b04010c1-7166-6096-5d84-4ad10eafff39"]
 
 
