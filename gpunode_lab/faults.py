@@ -16,13 +16,25 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from gpunode_lab import hostinit, procs
 from gpunode_lab.standins import DPKG_LOCKER, SECURE_BOOT_VAR
 
-if TYPE_CHECKING:
-    from gpunode_lab.supervisor import Host, Supervisor
+
+class FaultyHost(Protocol):
+    """What a knob needs of a supervised host (supervisor.Host is one)."""
+
+    name: str
+    faults: dict[str, Any]
+
+    @property
+    def init_pid(self) -> int | None: ...
+
+    def ready(self) -> bool: ...
+
+    def set_faults(self, new: dict[str, Any]) -> None: ...
+
 
 T = TypeVar("T")
 
@@ -167,7 +179,7 @@ echo "$old -> $new"
 """
 
 
-def _running(host: Host) -> int:
+def _running(host: FaultyHost) -> int:
     pid = host.init_pid
     if pid is None or not host.ready():
         raise RuntimeError(f"{host.name} is not up; try again once it has booted")
@@ -191,7 +203,11 @@ def bind_retry(make: Callable[[], T]) -> T:
     return make()
 
 
-def apply(sup: Supervisor, host: Host, knob: str, value: Any, off: bool) -> dict[str, Any]:
+def apply(
+    host: FaultyHost, knob: str, value: Any, off: bool, sync_listeners: Callable[[], None]
+) -> dict[str, Any]:
+    """Turn `knob` on (or off) for `host`; `sync_listeners` makes the host's listeners (its
+    sshd, a stall or latency relay) follow the new faults."""
     if knob not in KNOBS:
         return {"ok": False, "error": f"unknown knob {knob!r}; knobs: {', '.join(KNOBS)}"}
     f = dict(host.faults)
@@ -202,7 +218,7 @@ def apply(sup: Supervisor, host: Host, knob: str, value: Any, off: bool) -> dict
         else:
             f[knob] = True
         host.set_faults(f)
-        sup.sync_listeners(host)
+        sync_listeners()
     elif knob == "drop":
         if off:
             f.pop("drop", None)
@@ -216,7 +232,7 @@ def apply(sup: Supervisor, host: Host, knob: str, value: Any, off: bool) -> dict
                 return {"ok": False, "error": "latency needs milliseconds: fault HOST latency 200"}
             f["latency"] = int(value)
         host.set_faults(f)
-        sup.sync_listeners(host)
+        sync_listeners()
     elif knob == "dpkg-lock":
         pid = _running(host)
         if off:

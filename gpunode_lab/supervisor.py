@@ -239,7 +239,8 @@ class Supervisor:
             self.boot(host)
             return {"ok": True}
         if op == "fault":
-            return faults.apply(self, host, str(req["knob"]), req.get("value"), bool(req["off"]))
+            knob, value, off = str(req["knob"]), req.get("value"), bool(req["off"])
+            return faults.apply(host, knob, value, off, lambda: self.sync_listeners(host))
         return {"ok": False, "error": f"unknown request {op!r}"}
 
     def host_status(self, host: Host) -> dict[str, Any]:
