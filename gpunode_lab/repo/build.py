@@ -33,23 +33,8 @@ def generator_version() -> str:
     """Changes whenever the generator's code or the lab's repository data change."""
     h = hashlib.sha256(GENERATOR.encode())
     here = resources.files("gpunode_lab.repo")
-    for name in sorted(
-        (
-            "build.py",
-            "catalog.py",
-            "catalog_driver.py",
-            "catalog_libs.py",
-            "catalog_toolkit.py",
-            "conda.py",
-            "conda_standin.py",
-            "deb.py",
-            "nvidia_repo.py",
-            nvidia_repo.DATA_FILE,
-            "pypi.py",
-            "signing.py",
-            "smi_sim.py",
-        )
-    ):
+    code = [p.name for p in here.iterdir() if p.name.endswith(".py")]
+    for name in sorted([*code, nvidia_repo.DATA_FILE]):
         h.update((here / name).read_bytes())
     for name in ("q.txt", "q.xml"):
         h.update((here / "smi_templates" / name).read_bytes())

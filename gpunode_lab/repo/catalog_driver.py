@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from importlib import resources
 
-from gpunode_lab.repo.deb import Package, Payload
+from gpunode_lab.repo.deb import LIBDIR, Package, Payload
 from gpunode_lab.repo.nvidia_repo import Branch
 
-LIBDIR = "/usr/lib/x86_64-linux-gnu"
 FLAVORS = ("open", "proprietary")
 USERSPACE = ("libnvidia-compute", "nvidia-utils", "nvidia-compute-utils")
 
