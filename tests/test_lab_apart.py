@@ -27,6 +27,13 @@ def _names_lab(name: str | None) -> bool:
     return name is not None and (name == LAB or name.startswith(LAB + "."))
 
 
+def _leading_text(node: ast.expr) -> str:
+    """A string argument's text, or an f-string's up to its first placeholder."""
+    if isinstance(node, ast.JoinedStr) and node.values:
+        node = node.values[0]
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else ""
+
+
 def lab_imports(source: str) -> list[str]:
     """Every place in `source` that imports gpunode_lab: import statements at any depth
     (inside functions too), and calls such as importlib.import_module("gpunode_lab...") or
@@ -39,11 +46,7 @@ def lab_imports(source: str) -> list[str]:
             found.append(str(node.module))
         elif isinstance(node, ast.Call):
             args = [*node.args, *(k.value for k in node.keywords)]
-            found += [
-                a.value
-                for a in args
-                if isinstance(a, ast.Constant) and isinstance(a.value, str) and _names_lab(a.value)
-            ]
+            found += [s for s in map(_leading_text, args) if _names_lab(s)]
     return found
 
 
@@ -60,11 +63,13 @@ def test_the_checker_sees_every_spelling() -> None:
         "__import__('gpunode_lab.faults', fromlist=['KNOBS'])",
         "resources.files('gpunode_lab.repo')",
         "importlib.util.find_spec('gpunode_lab')",
+        "importlib.import_module(f'gpunode_lab.{name}')",
     ):
         assert lab_imports(bad), bad
     for fine in (
         "from gpunode.cli import plugins",
         "import gpunode_labs",
+        "importlib.import_module(f'{pkg}.gpunode_lab')",
         "x = 'pip install -e ./gpunode_lab'",
         '"""Says nothing of gpunode_lab.cli in a call."""',
     ):
