@@ -69,5 +69,6 @@ step "gpunode from PATH"
 inside 'command -v gpunode; gpunode --version'
 inside 'cd / && gpunode check /src/gpunode/inventories/lab.yaml'
 inside 'gpunode schema >/tmp/schema.json && python3 -c "import json; json.load(open(\"/tmp/schema.json\"))"'
+inside 'gpunode lab --help >/dev/null'  # the lab, a distribution of its own, added its command
 
 step "fresh-check passed"

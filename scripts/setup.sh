@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install gpunode and what it needs on a fresh Debian/Ubuntu machine (run as root).
-#   scripts/setup.sh          the tool, and what `gpunode lab` needs (openssh-server, sudo, ...)
+#   scripts/setup.sh          the tool, the lab (gpunode_lab, `gpunode lab`) and the Debian
+#                             packages the lab needs (openssh-server, sudo, ...)
 #   scripts/setup.sh --dev    also the test and lint tools, and the CPU build of torch
 #
 # gpunode goes into a virtual environment (GPUNODE_VENV, default .venv in the checkout),
@@ -38,11 +39,11 @@ if ! "$venv/bin/python" -c '' 2>/dev/null; then
 fi
 pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
 if [[ $dev == 1 ]]; then
-  "${pip[@]}" -e '.[dev]'
+  "${pip[@]}" -e '.[dev]' -e ./gpunode_lab
   # The CPU build of torch, for the smoke suite's CPU run (GPU tests skip with a reason).
   "${pip[@]}" torch==2.13.0 || echo "torch==2.13.0 not installable here: torch smoke tests will skip" >&2
 else
-  "${pip[@]}" -e .
+  "${pip[@]}" -e . -e ./gpunode_lab
 fi
 
 bin_dir=${GPUNODE_BIN_DIR:-/usr/local/bin}

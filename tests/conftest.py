@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from gpunode.cli import plugins
+
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE_INVENTORY = str(REPO / "inventories" / "lab.yaml")  # from any working directory
 # GPUNODE_TEST_SLOT=N gives a second test session on the same machine its own lab
@@ -60,6 +62,8 @@ def lab_unavailable() -> str | None:
     for tool in ("/usr/sbin/sshd", "/usr/bin/unshare", "/usr/bin/nsenter"):
         if not os.path.exists(tool):
             return f"{tool} is missing: run scripts/setup-lab-deps.sh"
+    if "lab" not in plugins.installed():
+        return "gpunode-lab is not installed: pip install -e ./gpunode_lab"
     return None
 
 

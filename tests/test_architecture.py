@@ -2,7 +2,7 @@
 
 Every import counts, whether at the top of a file, inside a function or under
 `TYPE_CHECKING`: each one ties the two modules together for the reader. The simulated
-lab (`gpunode/lab`) is a sibling of the product, not a layer of it, and is left out.
+lab is a sibling package (`gpunode_lab`), kept apart by tests/test_lab_apart.py.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-LEFT_OUT = ("gpunode.lab",)
 
 # The layers, lowest first: a module may import only from its own unit (a subpackage of
 # gpunode or a top-level module) or from a unit of a lower layer. Units of one layer do
@@ -52,7 +51,7 @@ def _modules(root: Path = REPO) -> dict[str, Path]:
     for path in (root / "gpunode").rglob("*.py"):
         parts = path.relative_to(root).with_suffix("").parts
         found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    return {m: p for m, p in found.items() if not m.startswith(LEFT_OUT)}
+    return found
 
 
 def _imports(modules: dict[str, Path], root: Path = REPO) -> list[Import]:

@@ -1,7 +1,9 @@
 """The `gpunode` command line.
 
 Subcommands are imported only when run, so `gpunode --help` stays fast:
-textual, paramiko and pydantic load only for the commands that need them.
+textual, paramiko and pydantic load only for the commands that need them. Other
+distributions add commands through the `gpunode.commands` entry points (see plugins.py):
+the lab's `gpunode lab` comes that way.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 import click
 
 from gpunode import __version__
+from gpunode.cli import plugins
 from gpunode.exitcodes import help_text
 
 # name -> (module, attribute, one-line help shown by `gpunode --help`)
@@ -25,18 +28,22 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "report": ("gpunode.cli.report", "report", "Show a recorded run."),
     "smoke": ("gpunode.cli.smoke", "smoke", "Run the GPU smoke tests on each host."),
     "top": ("gpunode.cli.top", "top", "Live GPU view of every host (nvitop for a lab)."),
-    "lab": ("gpunode.lab.cli", "lab", "Simulated Ubuntu GPU hosts over real SSH and apt."),
 }
 
 
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(COMMANDS)
+        return [*COMMANDS, *self._plugin_names()]
+
+    @staticmethod
+    def _plugin_names() -> list[str]:
+        names = [*plugins.installed(), *plugins.KNOWN]
+        return [n for n in dict.fromkeys(names) if n not in COMMANDS]
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         spec = COMMANDS.get(cmd_name)
         if spec is None:
-            return None
+            return self._plugin(cmd_name)
         module, attr, _ = spec
         try:
             mod = importlib.import_module(module)
@@ -47,8 +54,17 @@ class LazyGroup(click.Group):
         cmd: click.Command = getattr(mod, attr)
         return cmd
 
+    @staticmethod
+    def _plugin(cmd_name: str) -> click.Command | None:
+        ep = plugins.installed().get(cmd_name)
+        if ep is not None:
+            return plugins.load(ep)
+        return plugins.not_installed(cmd_name) if cmd_name in plugins.KNOWN else None
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, spec[2]) for name, spec in COMMANDS.items()]
+        found = plugins.installed()
+        rows += [(name, plugins.summary(name, found.get(name))) for name in self._plugin_names()]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 

@@ -1,14 +1,12 @@
-"""Parsers for nvidia-smi's outputs, into the same `NvidiaSmi` / `SmiGpu` shapes.
+"""Parsers for what fact gathering reads from nvidia-smi, into `NvidiaSmi` / `SmiGpu`.
 
-Handles the plain table (`nvidia-smi`), `nvidia-smi -L`, `--query-gpu` CSV (with or
-without header and units) and `nvidia-smi -q -x`. The lab's fake GPU, fact gathering
-and the monitor all read nvidia-smi through these.
+Handles the plain table (`nvidia-smi`) and `--query-gpu` CSV (with or without header and
+units).
 """
 
 from __future__ import annotations
 
 import re
-import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from typing import Any
 
@@ -65,7 +63,8 @@ def failure_message(text: str) -> str | None:
     return None
 
 
-def _convert(attr: str, raw: str) -> Any:
+def convert(attr: str, raw: str) -> Any:
+    """One raw nvidia-smi value as the type of SmiGpu's `attr` (None when missing)."""
     if is_missing(raw):
         return None
     v = raw.strip()
@@ -84,7 +83,8 @@ def _convert(attr: str, raw: str) -> Any:
     return v
 
 
-def _gpu(values: dict[str, Any]) -> SmiGpu:
+def gpu_from(values: dict[str, Any]) -> SmiGpu:
+    """An SmiGpu from converted values; index and name are required."""
     clean = {k: v for k, v in values.items() if v is not None}
     if "index" not in clean or "name" not in clean:
         raise SmiParseError(f"a GPU row needs index and name: {values}")
@@ -123,8 +123,8 @@ def parse_query_csv(text: str, fields: Sequence[str] | None = None) -> NvidiaSmi
                 driver = None if is_missing(raw) else raw
             attr = _FIELD_ATTR.get(name)
             if attr is not None:
-                values[attr] = _convert(attr, raw)
-        gpus.append(_gpu(values))
+                values[attr] = convert(attr, raw)
+        gpus.append(gpu_from(values))
     return NvidiaSmi(ok=True, driver_version=driver, gpus=gpus)
 
 
@@ -164,87 +164,17 @@ def parse_smi_table(text: str) -> NvidiaSmi:
         }
         if m2:
             values.update(
-                temperature_c=_convert("temperature_c", m2.group("temp")),
-                power_draw_w=_convert("power_draw_w", m2.group("draw")),
-                power_limit_w=_convert("power_limit_w", m2.group("cap")),
+                temperature_c=convert("temperature_c", m2.group("temp")),
+                power_draw_w=convert("power_draw_w", m2.group("draw")),
+                power_limit_w=convert("power_limit_w", m2.group("cap")),
                 memory_used_mib=int(m2.group("used")),
                 memory_total_mib=int(m2.group("total")),
-                utilization_pct=_convert("utilization_pct", m2.group("util")),
+                utilization_pct=convert("utilization_pct", m2.group("util")),
             )
-        gpus.append(_gpu(values))
+        gpus.append(gpu_from(values))
     return NvidiaSmi(
         ok=True,
         driver_version=head.group("driver"),
         cuda_version=None if cuda in (None, "N/A") else cuda,
-        gpus=gpus,
-    )
-
-
-_LIST = re.compile(r"^GPU (?P<index>\d+): (?P<name>.+?) \(UUID: (?P<uuid>[^)]+)\)")
-
-
-def parse_smi_list(text: str) -> NvidiaSmi:
-    """`nvidia-smi -L`: index, name and UUID per GPU."""
-    msg = failure_message(text)
-    if msg:
-        return NvidiaSmi(ok=False, error=msg)
-    gpus = [
-        SmiGpu(index=int(m.group("index")), name=m.group("name"), uuid=m.group("uuid"))
-        for m in (_LIST.match(ln.strip()) for ln in text.splitlines())
-        if m
-    ]
-    return NvidiaSmi(ok=True, gpus=gpus)
-
-
-def _xml_text(node: ET.Element | None, path: str) -> str:
-    found = node.find(path) if node is not None else None
-    return (found.text or "").strip() if found is not None else ""
-
-
-def parse_smi_xml(text: str) -> NvidiaSmi:
-    """`nvidia-smi -q -x`."""
-    msg = failure_message(text)
-    if msg:
-        return NvidiaSmi(ok=False, error=msg)
-    start = text.find("<nvidia_smi_log")
-    if start < 0:
-        raise SmiParseError("no <nvidia_smi_log> element")
-    try:
-        root = ET.fromstring(text[start:])  # skip the DOCTYPE: no external entities
-    except ET.ParseError as exc:
-        raise SmiParseError(f"nvidia-smi XML: {exc}") from None
-    gpus: list[SmiGpu] = []
-    for i, g in enumerate(root.findall("gpu")):
-        power = g.find("gpu_power_readings")
-        if power is None:
-            power = g.find("power_readings")
-        raw = {
-            "name": _xml_text(g, "product_name"),
-            "uuid": _xml_text(g, "uuid"),
-            "bus_id": g.get("id", "") or _xml_text(g, "pci/pci_bus_id"),
-            "memory_total_mib": _xml_text(g, "fb_memory_usage/total"),
-            "memory_used_mib": _xml_text(g, "fb_memory_usage/used"),
-            "utilization_pct": _xml_text(g, "utilization/gpu_util"),
-            "temperature_c": _xml_text(g, "temperature/gpu_temp"),
-            "power_draw_w": _xml_text(power, "power_draw")
-            or _xml_text(power, "instant_power_draw"),
-            "power_limit_w": _xml_text(power, "current_power_limit")
-            or _xml_text(power, "power_limit"),
-            "sm_clock_mhz": _xml_text(g, "clocks/sm_clock"),
-            "persistence_mode": _xml_text(g, "persistence_mode"),
-        }
-        values: dict[str, Any] = {
-            "index": int(_xml_text(g, "minor_number") or i)
-            if _xml_text(g, "minor_number").isdigit()
-            else i
-        }
-        for attr, v in raw.items():
-            values[attr] = v if attr in ("name", "uuid", "bus_id") else _convert(attr, v)
-        gpus.append(_gpu(values))
-    cuda = _xml_text(root, "cuda_version")
-    return NvidiaSmi(
-        ok=True,
-        driver_version=_xml_text(root, "driver_version") or None,
-        cuda_version=cuda if cuda and cuda != "N/A" else None,
         gpus=gpus,
     )

@@ -127,7 +127,7 @@ def test_a_new_host_key_after_the_reboot_fails_at_once_exit_5(lab: Lab, tmp_path
     key = lab.upper("lab-02") / "etc/ssh/ssh_host_ed25519_key"
     pub = key.with_name("ssh_host_ed25519_key.pub")
     fresh = tmp_path / "fresh"
-    from gpunode.lab.rootfs import generate_host_key
+    from gpunode_lab.rootfs import generate_host_key
 
     generate_host_key(fresh, "lab-02")
 

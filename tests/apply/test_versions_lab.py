@@ -2,7 +2,7 @@
 an installed release of the branch is kept, a pin upgrades with one reboot, NCCL builds
 follow the toolkit, and a lagging mirror is resolved against what it really has.
 
-The lab's repository is built from its own data (gpunode/lab/repo/nvidia_repo.yaml), so
+The lab's repository is built from its own data (gpunode_lab/repo/nvidia_repo.yaml), so
 these tests see what gpunode makes of a repository it did not write."""
 
 from __future__ import annotations

@@ -6,14 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gpunode.facts.smi import (
-    QUERY_FIELDS,
-    SmiParseError,
-    parse_query_csv,
-    parse_smi_list,
-    parse_smi_table,
-    parse_smi_xml,
-)
+from gpunode.facts.smi import QUERY_FIELDS, SmiParseError, parse_query_csv, parse_smi_table
+from tests.smi_readers import CAPTURE_FIELDS, parse_smi_list, parse_smi_xml
 
 FIX = Path(__file__).parent.parent / "fixtures" / "facts"
 ONE = FIX / "h200-ubuntu2404"
@@ -65,15 +59,6 @@ def test_query_with_header_and_units() -> None:
     smi = parse_query_csv((ONE / "query-gpu-header.csv").read_text())
     assert smi.driver_version == "580.159.04"
     assert smi.gpus[0].memory_total_mib == 143771 and smi.gpus[0].name == "NVIDIA H200"
-
-
-# The capture's query list was not recorded; these names are inferred from its values.
-CAPTURE_FIELDS = (
-    "index", "uuid", "name", "driver_version", "pci.bus_id", "memory.total", "memory.used",
-    "memory.free", "utilization.gpu", "utilization.memory", "temperature.gpu", "power.draw",
-    "power.limit", "clocks.sm", "clocks.mem", "fan.speed", "pstate", "compute_mode",
-    "ecc.errors.uncorrected.volatile.total",
-)  # fmt: skip
 
 
 def test_query_noheader_nounits_capture() -> None:

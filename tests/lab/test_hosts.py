@@ -193,7 +193,7 @@ def test_hosts_have_an_ubuntu_skeleton_whatever_the_machine_has(lab_hosts):
     import os
     import shlex
 
-    from gpunode.lab.skeleton import required_paths
+    from gpunode_lab.skeleton import required_paths
 
     release = os.uname().release
     wanted = required_paths(release)

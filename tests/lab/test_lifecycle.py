@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gpunode.lab import procs
-from gpunode.lab.lifecycle import mounts_under
+from gpunode_lab import procs
+from gpunode_lab.lifecycle import mounts_under
 from tests.conftest import gpunode_lab, lab_unavailable, slot_net, slot_path, until
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -128,7 +128,7 @@ def test_sudo_with_a_password(own_lab):
 def test_not_root_is_a_clear_error(monkeypatch, command):
     from click.testing import CliRunner
 
-    from gpunode.lab.cli import lab
+    from gpunode_lab.cli import lab
 
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     monkeypatch.setenv("GPUNODE_LAB_DIR", "/nonexistent")
@@ -140,7 +140,7 @@ def test_not_root_is_a_clear_error(monkeypatch, command):
 def test_not_linux_is_a_clear_error(monkeypatch):
     from click.testing import CliRunner
 
-    from gpunode.lab.cli import lab
+    from gpunode_lab.cli import lab
 
     monkeypatch.setattr(sys, "platform", "darwin")
     result = CliRunner().invoke(lab, ["up"])

@@ -18,7 +18,7 @@ def test_driver_install_from_the_lab_repo_then_reboot(lab_hosts, lab_fresh_host)
     keyring = f"{base}/ubuntu2404/x86_64/cuda-keyring_1.1-1_all.deb"
     probe = lab_hosts.run(host, f"wget -q -O /tmp/k.deb {keyring}", check=False)
     if probe.returncode != 0:
-        pytest.skip("the lab serves no repository yet (gpunode.lab.repo not built)")
+        pytest.skip("the lab serves no repository yet (gpunode_lab.repo not built)")
     lab_hosts.sudo(host, "dpkg -i /tmp/k.deb >/dev/null && apt-get update -q >/dev/null")
     lab_hosts.sudo(host, "apt-get install -y -q nvidia-open-580 >/dev/null")
     out = lab_hosts.run(host, "dpkg-query -W -f '${Status}' nvidia-open-580")

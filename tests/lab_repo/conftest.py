@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gpunode.lab.repo import build_repository
+from gpunode_lab.repo import build_repository
 
 
 @dataclass(frozen=True)

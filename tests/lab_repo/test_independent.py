@@ -1,4 +1,4 @@
-"""The lab's repository is its own model of NVIDIA's: no code under gpunode/lab reads gpunode's
+"""The lab's repository is its own model of NVIDIA's: no code under gpunode_lab reads gpunode's
 compatibility rules, the index carries several releases per branch and builds per version,
 and the lagging mirror lacks exactly the newest of them."""
 
@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-import gpunode.lab
-from gpunode.lab.repo import build_repository, nvidia_repo
+import gpunode_lab
 from gpunode.versions import dotted_key
+from gpunode_lab.repo import build_repository, nvidia_repo
 from tests.lab_repo.conftest import ServedRepo
 from tests.lab_repo.test_repo import parse_packages
 
 DISTROS = ("ubuntu2204", "ubuntu2404")
-LAB = Path(gpunode.lab.__file__).parent
+LAB = Path(gpunode_lab.__file__).parent
 
 
 # ---------------------------------------------------------------- no gpunode.compat
@@ -61,13 +61,12 @@ def compat_uses(source: str, module: str) -> list[str]:
 
 
 def test_the_checker_sees_every_spelling() -> None:
-    mod = "gpunode.lab.repo.catalog"
+    mod = "gpunode_lab.repo.catalog"
     for bad in (
         "import gpunode.compat.rules",
         "from gpunode.compat import rules as compat",
         "from gpunode import compat",
-        "from ...compat.rules import driver_cuda",
-        "def f():\n    from ... import compat\n",
+        "def f():\n    from gpunode import compat\n",
         "importlib.import_module('gpunode.compat.rules')",
         "p = resources.files('gpunode.compat') / 'rules.yaml'",
     ):
@@ -85,7 +84,7 @@ def test_no_lab_module_imports_gpunode_compat() -> None:
     assert len(modules) > 20
     offenders = {}
     for path in modules:
-        rel = path.relative_to(LAB.parent.parent).with_suffix("")
+        rel = path.relative_to(LAB.parent).with_suffix("")
         module = ".".join(rel.parts)
         if path.name == "__init__.py":
             module += ".__init__"
@@ -96,7 +95,7 @@ def test_no_lab_module_imports_gpunode_compat() -> None:
 
 
 def test_the_data_file_is_package_data() -> None:
-    data = resources.files("gpunode.lab.repo") / nvidia_repo.DATA_FILE
+    data = resources.files("gpunode_lab.repo") / nvidia_repo.DATA_FILE
     assert data.is_file()
     assert "drivers:" in data.read_text(encoding="utf-8")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpunode import compat
-from gpunode.lab.repo import build_repository
+from gpunode_lab.repo import build_repository
 from tests.lab_repo.conftest import ServedRepo
 
 DISTROS = ("ubuntu2204", "ubuntu2404")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -12,22 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from gpunode.facts.smi import parse_query_csv, parse_smi_list, parse_smi_table, parse_smi_xml
-from gpunode.lab.repo import smi_sim
+from gpunode.facts.smi import parse_query_csv, parse_smi_table
+from gpunode_lab.gpumodels import MODELS, gpus_document
+from gpunode_lab.repo import smi_sim
+from tests.smi_readers import CAPTURE_FIELDS, parse_smi_list, parse_smi_xml
 
 FIX = Path(__file__).parent.parent / "fixtures" / "smi"
 X2 = FIX / "h200x2-ubuntu2404"
 X1 = FIX / "h200-ubuntu2404"
-SCRIPT = str(resources.files("gpunode.lab.repo") / "smi_sim.py")
-TEMPLATES = str(resources.files("gpunode.lab.repo") / "smi_templates")
+SCRIPT = str(resources.files("gpunode_lab.repo") / "smi_sim.py")
+TEMPLATES = str(resources.files("gpunode_lab.repo") / "smi_templates")
 
-# The columns the query-gpu captures were taken with.
-CAPTURE_FIELDS = (
-    "index", "uuid", "name", "driver_version", "pci.bus_id", "memory.total", "memory.used",
-    "memory.free", "utilization.gpu", "utilization.memory", "temperature.gpu", "power.draw",
-    "power.limit", "clocks.sm", "clocks.mem", "fan.speed", "pstate", "compute_mode",
-    "ecc.errors.uncorrected.volatile.total",
-)  # fmt: skip
 UUIDS = ["GPU-4535bd70-a68d-8e9d-5e87-ae20fb0ab3da", "GPU-b04010c1-7166-6096-5d84-4ad10eafff39"]
 
 
@@ -43,7 +39,7 @@ def lab(tmp: Path, *args: str, model: str = "H200", count: int = 2, **state: obj
         ],
         "host": "lab-01",
     }
-    (etc / "gpus.json").write_text(json.dumps(doc))
+    (etc / "gpus.json").write_text(json.dumps(state.get("gpus", doc)))
     module = state.get("module", {"loaded": True, "version": "580.159.04", "flavor": "open"})
     (etc / "module.json").write_text(json.dumps(module))
     if "load" in state:
@@ -180,6 +176,34 @@ def test_other_models_parse(tmp_path: Path, model: str, name: str, memory: int) 
     parsed = parse_smi_table(out)
     assert [g.name for g in parsed.gpus] == [name] * 4
     assert {g.memory_total_mib for g in parsed.gpus} == {memory}
+
+
+@pytest.mark.parametrize("key", sorted(MODELS))
+def test_each_lab_model_prints_what_its_gpus_json_says(tmp_path: Path, key: str) -> None:
+    doc = gpus_document(MODELS[key], 2, "lab-01")
+    q = ok(lab(tmp_path, "-q", gpus=doc))
+    parsed = parse_smi_table(ok(lab(tmp_path, gpus=doc)))
+    assert [(g.name, g.memory_total_mib) for g in parsed.gpus] == [
+        (doc["name"], doc["memory_mib"])
+    ] * 2
+    device = re.search(r"Device Id +: 0x([0-9A-F]{4})10DE", q)
+    assert device and f"0x{device.group(1).lower()}" == doc["pci_device_id"]
+
+
+def test_the_h200_is_the_captured_one() -> None:
+    real = (X1 / "nvidia-smi-q.txt").read_text()
+
+    def value(label: str) -> str:
+        found = re.search(rf"^ *{label} +: (.+)$", real, re.M)
+        assert found, label
+        return found.group(1)
+
+    h200 = MODELS["H200"].spec
+    assert value("Product Name") == h200.name
+    assert value("Device Id") == f"0x{h200.device_id}"
+    assert value("Total") == f"{h200.memory_mib} MiB"  # the first Total: FB memory
+    assert value("Reserved") == f"{h200.reserved_mib} MiB"
+    assert value("Current Power Limit") == f"{h200.power_limit_w}.00 W"
 
 
 def test_busy_load_shows_processes_and_csv_loops(tmp_path: Path) -> None:

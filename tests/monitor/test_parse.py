@@ -12,16 +12,9 @@ from gpunode.monitor.parse import (
     parse_ps_users,
     query_gpu_command,
 )
+from tests.smi_readers import CAPTURE_FIELDS
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "monitor"
-
-# The columns the captures were taken with (memory.total + memory.free + reserved = used).
-CAPTURE_FIELDS = (
-    "index", "uuid", "name", "driver_version", "pci.bus_id", "memory.total", "memory.used",
-    "memory.free", "utilization.gpu", "utilization.memory", "temperature.gpu", "power.draw",
-    "power.limit", "clocks.sm", "clocks.mem", "fan.speed", "pstate", "compute_mode",
-    "ecc.errors.uncorrected.volatile.total",
-)  # fmt: skip
 
 
 def test_parses_real_single_gpu_capture() -> None:

@@ -279,7 +279,7 @@ def test_the_labs_torch_stand_in_is_a_skip_not_a_failure(tmp_path: Path) -> None
     """The lab installs a stand-in torch wheel (it computes nothing): say so and skip."""
     import zipfile
 
-    from gpunode.lab.repo.pypi import torch_wheel
+    from gpunode_lab.repo.pypi import torch_wheel
 
     with zipfile.ZipFile(io.BytesIO(torch_wheel("2.11", "cu130").build())) as whl:
         whl.extractall(tmp_path)

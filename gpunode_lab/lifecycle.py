@@ -14,9 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpunode.lab import control, procs
-from gpunode.lab.rootfs import build_base, generate_host_key, hash_password, prepare_upper
-from gpunode.lab.state import LabConfig, LabPaths, host_names
+from gpunode_lab import control, procs
+from gpunode_lab.rootfs import build_base, generate_host_key, hash_password, prepare_upper
+from gpunode_lab.state import LabConfig, LabPaths, host_names
 
 
 class LabError(Exception):
@@ -79,7 +79,7 @@ def _client_key(paths: LabPaths) -> str:
 
 def _build_repo(paths: LabPaths, base_url: str, mirror: str, say: Say) -> Path:
     try:
-        from gpunode.lab.repo import build_repository  # type: ignore[attr-defined,unused-ignore]
+        from gpunode_lab.repo import build_repository  # type: ignore[attr-defined,unused-ignore]
     except ImportError:
         empty = paths.repo / "empty"
         empty.mkdir(parents=True, exist_ok=True)
@@ -142,7 +142,7 @@ def up(
 
     with open(paths.log, "ab") as log:
         subprocess.Popen(
-            [sys.executable, "-m", "gpunode.lab.supervisor", str(paths.root)],
+            [sys.executable, "-m", "gpunode_lab.supervisor", str(paths.root)],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,

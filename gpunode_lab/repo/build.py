@@ -21,10 +21,10 @@ from email.utils import formatdate
 from importlib import resources
 from pathlib import Path
 
-from gpunode.lab.repo import catalog, conda, nvidia_repo, pypi
-from gpunode.lab.repo.deb import Package, control_text, deb_bytes
-from gpunode.lab.repo.signing import Signer
-from gpunode.lab.state import MIRRORS
+from gpunode_lab.repo import catalog, conda, nvidia_repo, pypi
+from gpunode_lab.repo.deb import Package, control_text, deb_bytes
+from gpunode_lab.repo.signing import Signer
+from gpunode_lab.state import MIRRORS
 
 GENERATOR = "gpunode-lab-repo/1"
 
@@ -32,24 +32,9 @@ GENERATOR = "gpunode-lab-repo/1"
 def generator_version() -> str:
     """Changes whenever the generator's code or the lab's repository data change."""
     h = hashlib.sha256(GENERATOR.encode())
-    here = resources.files("gpunode.lab.repo")
-    for name in sorted(
-        (
-            "build.py",
-            "catalog.py",
-            "catalog_driver.py",
-            "catalog_libs.py",
-            "catalog_toolkit.py",
-            "conda.py",
-            "conda_standin.py",
-            "deb.py",
-            "nvidia_repo.py",
-            nvidia_repo.DATA_FILE,
-            "pypi.py",
-            "signing.py",
-            "smi_sim.py",
-        )
-    ):
+    here = resources.files("gpunode_lab.repo")
+    code = [p.name for p in here.iterdir() if p.name.endswith(".py")]
+    for name in sorted([*code, nvidia_repo.DATA_FILE]):
         h.update((here / name).read_bytes())
     for name in ("q.txt", "q.xml"):
         h.update((here / "smi_templates" / name).read_bytes())

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+LIBDIR = "/usr/lib/x86_64-linux-gnu"  # where the packages put their libraries
+
 MTIME = 1_700_000_000  # fixed, so rebuilt packages are byte-identical
 
 

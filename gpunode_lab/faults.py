@@ -16,13 +16,25 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from gpunode.lab import hostinit, procs
-from gpunode.lab.standins import DPKG_LOCKER, SECURE_BOOT_VAR
+from gpunode_lab import hostinit, procs
+from gpunode_lab.standins import DPKG_LOCKER, SECURE_BOOT_VAR
 
-if TYPE_CHECKING:
-    from gpunode.lab.supervisor import Host, Supervisor
+
+class FaultyHost(Protocol):
+    """What a knob needs of a supervised host (supervisor.Host is one)."""
+
+    name: str
+    faults: dict[str, Any]
+
+    @property
+    def init_pid(self) -> int | None: ...
+
+    def ready(self) -> bool: ...
+
+    def set_faults(self, new: dict[str, Any]) -> None: ...
+
 
 T = TypeVar("T")
 
@@ -167,7 +179,7 @@ echo "$old -> $new"
 """
 
 
-def _running(host: Host) -> int:
+def _running(host: FaultyHost) -> int:
     pid = host.init_pid
     if pid is None or not host.ready():
         raise RuntimeError(f"{host.name} is not up; try again once it has booted")
@@ -191,99 +203,147 @@ def bind_retry(make: Callable[[], T]) -> T:
     return make()
 
 
-def apply(sup: Supervisor, host: Host, knob: str, value: Any, off: bool) -> dict[str, Any]:
+class KnobError(Exception):
+    """A knob's value (or the host's answer) makes the request fail; the message says why."""
+
+
+def _listener(host: FaultyHost, f: dict[str, Any], knob: str, value: Any, off: bool) -> str:
+    """refuse, stall, latency: the supervisor's listeners follow them."""
+    if off:
+        f.pop(knob, None)
+    elif knob != "latency":
+        f[knob] = True
+    elif value is None or not str(value).isdigit():
+        raise KnobError("latency needs milliseconds: fault HOST latency 200")
+    else:
+        f[knob] = int(value)
+    return ""
+
+
+def _drop(host: FaultyHost, f: dict[str, Any], knob: str, value: Any, off: bool) -> str:
+    if off:
+        f.pop(knob, None)
+    else:
+        f[knob] = float(value) if value not in (None, "") else 2.0
+    return ""
+
+
+def _dpkg_lock(host: FaultyHost, f: dict[str, Any], knob: str, value: Any, off: bool) -> str:
+    pid = _running(host)
+    if off:
+        _stop_dpkg_lock(pid)
+        f.pop(knob, None)
+    else:
+        if knob not in f:
+            start_dpkg_lock(pid)
+        f[knob] = True
+    return ""
+
+
+def _disk_full(host: FaultyHost, f: dict[str, Any], knob: str, value: Any, off: bool) -> str:
+    pid = _running(host)
+    if off and knob in f:
+        _sh(pid, hostinit.DISK_FULL_OFF_SH)
+        f.pop(knob)
+    elif not off and knob not in f:
+        out = _sh(pid, hostinit.DISK_FULL_SH)
+        if out.returncode != 0:
+            raise KnobError(out.stderr.strip())
+        f[knob] = True
+    return ""
+
+
+def _secure_boot(host: FaultyHost, f: dict[str, Any], knob: str, value: Any, off: bool) -> str:
+    _toggle(f, knob, off)
+    if (init := host.init_pid) is not None:
+        var = f"/proc/{init}/root/sys/firmware/efi/efivars/{SECURE_BOOT_VAR}"
+        with open(var, "wb") as fh:
+            fh.write(hostinit.secure_boot_bytes(not off))
+    return ""
+
+
+def _nouveau(host: FaultyHost, f: dict[str, Any], knob: str, value: Any, off: bool) -> str:
+    _toggle(f, knob, off)
+    if (init := host.init_pid) is not None:
+        d = f"/proc/{init}/root/sys/module/nouveau"
+        if off:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{d}/initstate")
+                os.rmdir(d)
+        else:
+            os.makedirs(d, exist_ok=True)
+            with open(f"{d}/initstate", "w") as fh:
+                fh.write("live\n")
+    return ""
+
+
+def _hold(host: FaultyHost, f: dict[str, Any], knob: str, value: Any, off: bool) -> str:
+    if not value:
+        raise KnobError("hold needs a package name: fault HOST hold PACKAGE")
+    out = host_exec(_running(host), ["apt-mark", "unhold" if off else "hold", str(value)])
+    if out.returncode != 0:
+        raise KnobError((out.stderr or out.stdout).strip())
+    held = [p for p in f.get(knob, []) if p != value]
+    if not off:
+        held.append(str(value))
+    f[knob] = held
+    if not held:
+        f.pop(knob)
+    return ""
+
+
+def _bg_upgrade(host: FaultyHost, f: dict[str, Any], knob: str, value: Any, off: bool) -> str:
+    out = _sh(_running(host), BG_UPGRADE_SH)
+    if out.returncode != 0:
+        raise KnobError(out.stderr.strip())
+    return out.stdout.strip()
+
+
+def _load(host: FaultyHost, f: dict[str, Any], knob: str, value: Any, off: bool) -> str:
+    pattern = "idle" if off else str(value or "busy")
+    if pattern not in LOAD_PATTERNS:
+        raise KnobError(f"load pattern must be one of {', '.join(LOAD_PATTERNS)}")
+    path = f"/proc/{_running(host)}/root/etc/gpunode-lab/load.json"
+    with open(path) as fh:
+        doc = json.load(fh)
+    doc["pattern"] = pattern
+    with open(path, "w") as fh:
+        fh.write(json.dumps(doc) + "\n")
+    return f"load {pattern}"
+
+
+# knob -> what sets it: changes the faults `f` in place, acts on the host, returns a note.
+_SETTERS: dict[str, Callable[[FaultyHost, dict[str, Any], str, Any, bool], str]] = {
+    "refuse": _listener,
+    "stall": _listener,
+    "latency": _listener,
+    "drop": _drop,
+    "dpkg-lock": _dpkg_lock,
+    "disk-full": _disk_full,
+    "secure-boot": _secure_boot,
+    "nouveau": _nouveau,
+    "hold": _hold,
+    "bg-upgrade": _bg_upgrade,
+    "load": _load,
+}
+_LISTENER_KNOBS = ("refuse", "stall", "latency")
+
+
+def apply(
+    host: FaultyHost, knob: str, value: Any, off: bool, sync_listeners: Callable[[], None]
+) -> dict[str, Any]:
+    """Turn `knob` on (or off) for `host`; `sync_listeners` makes the host's listeners (its
+    sshd, a stall or latency relay) follow the new faults."""
     if knob not in KNOBS:
         return {"ok": False, "error": f"unknown knob {knob!r}; knobs: {', '.join(KNOBS)}"}
+    if knob == "bg-upgrade" and off:
+        return {"ok": True, "note": "bg-upgrade is one-shot; reboot the host to load it"}
     f = dict(host.faults)
-    note = ""
-    if knob in ("refuse", "stall"):
-        if off:
-            f.pop(knob, None)
-        else:
-            f[knob] = True
-        host.set_faults(f)
-        sup.sync_listeners(host)
-    elif knob == "drop":
-        if off:
-            f.pop("drop", None)
-        else:
-            f["drop"] = float(value) if value not in (None, "") else 2.0
-    elif knob == "latency":
-        if off:
-            f.pop("latency", None)
-        else:
-            if value is None or not str(value).isdigit():
-                return {"ok": False, "error": "latency needs milliseconds: fault HOST latency 200"}
-            f["latency"] = int(value)
-        host.set_faults(f)
-        sup.sync_listeners(host)
-    elif knob == "dpkg-lock":
-        pid = _running(host)
-        if off:
-            _stop_dpkg_lock(pid)
-            f.pop(knob, None)
-        else:
-            if knob not in f:
-                start_dpkg_lock(pid)
-            f[knob] = True
-    elif knob == "disk-full":
-        pid = _running(host)
-        if off and knob in f:
-            _sh(pid, hostinit.DISK_FULL_OFF_SH)
-            f.pop(knob)
-        elif not off and knob not in f:
-            out = _sh(pid, hostinit.DISK_FULL_SH)
-            if out.returncode != 0:
-                return {"ok": False, "error": out.stderr.strip()}
-            f[knob] = True
-    elif knob == "secure-boot":
-        _toggle(f, knob, off)
-        if (init := host.init_pid) is not None:
-            var = f"/proc/{init}/root/sys/firmware/efi/efivars/{SECURE_BOOT_VAR}"
-            with open(var, "wb") as fh:
-                fh.write(hostinit.secure_boot_bytes(not off))
-    elif knob == "nouveau":
-        _toggle(f, knob, off)
-        if (init := host.init_pid) is not None:
-            d = f"/proc/{init}/root/sys/module/nouveau"
-            if off:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(f"{d}/initstate")
-                    os.rmdir(d)
-            else:
-                os.makedirs(d, exist_ok=True)
-                with open(f"{d}/initstate", "w") as fh:
-                    fh.write("live\n")
-    elif knob == "hold":
-        if not value:
-            return {"ok": False, "error": "hold needs a package name: fault HOST hold PACKAGE"}
-        out = host_exec(_running(host), ["apt-mark", "unhold" if off else "hold", str(value)])
-        if out.returncode != 0:
-            return {"ok": False, "error": (out.stderr or out.stdout).strip()}
-        held = [p for p in f.get("hold", []) if p != value]
-        if not off:
-            held.append(str(value))
-        f["hold"] = held
-        if not held:
-            f.pop("hold")
-    elif knob == "bg-upgrade":
-        if off:
-            return {"ok": True, "note": "bg-upgrade is one-shot; reboot the host to load it"}
-        out = _sh(_running(host), BG_UPGRADE_SH)
-        if out.returncode != 0:
-            return {"ok": False, "error": out.stderr.strip()}
-        note = out.stdout.strip()
-    elif knob == "load":
-        pattern = "idle" if off else str(value or "busy")
-        if pattern not in LOAD_PATTERNS:
-            return {"ok": False, "error": f"load pattern must be one of {', '.join(LOAD_PATTERNS)}"}
-        pid = _running(host)
-        path = f"/proc/{pid}/root/etc/gpunode-lab/load.json"
-        with open(path) as fh:
-            doc = json.load(fh)
-        doc["pattern"] = pattern
-        with open(path, "w") as fh:
-            fh.write(json.dumps(doc) + "\n")
-        note = f"load {pattern}"
+    try:
+        note = _SETTERS[knob](host, f, knob, value, off)
+    except KnobError as exc:
+        return {"ok": False, "error": str(exc)}
     host.set_faults(f)
+    if knob in _LISTENER_KNOBS:
+        sync_listeners()
     return {"ok": True, "faults": f, "note": note}

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from importlib import resources
 
-from gpunode.lab.repo.deb import Package, Payload
-from gpunode.lab.repo.nvidia_repo import Branch
+from gpunode_lab.repo.deb import LIBDIR, Package, Payload
+from gpunode_lab.repo.nvidia_repo import Branch
 
-LIBDIR = "/usr/lib/x86_64-linux-gnu"
 FLAVORS = ("open", "proprietary")
 USERSPACE = ("libnvidia-compute", "nvidia-utils", "nvidia-compute-utils")
 
@@ -36,14 +35,14 @@ def meta_name(branch: Branch, flavor: str) -> str:
 
 
 def smi_script(version: str, cuda: str) -> bytes:
-    text = (resources.files("gpunode.lab.repo") / "smi_sim.py").read_text()
+    text = (resources.files("gpunode_lab.repo") / "smi_sim.py").read_text()
     text = text.replace('DRIVER_VERSION = "580.159.04"', f'DRIVER_VERSION = "{version}"', 1)
     text = text.replace('CUDA_VERSION = "13.0"', f'CUDA_VERSION = "{cuda}"', 1)
     return text.encode()
 
 
 def _smi_templates() -> list[Payload]:
-    folder = resources.files("gpunode.lab.repo") / "smi_templates"
+    folder = resources.files("gpunode_lab.repo") / "smi_templates"
     return [
         Payload(f"/usr/share/gpunode-lab/smi/{name}", (folder / name).read_bytes())
         for name in ("q.txt", "q.xml")

@@ -12,9 +12,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gpunode.lab import control
-from gpunode.lab.faults import host_exec
-from gpunode.lab.state import LabConfig, LabPaths
+from gpunode_lab import control
+from gpunode_lab.faults import host_exec
+from gpunode_lab.state import LabConfig, LabPaths
 
 PIN = re.compile(r"[a-z0-9][a-z0-9+.-]+=[A-Za-z0-9.+~:-]+")
 

@@ -6,13 +6,13 @@ import hashlib
 import json
 from pathlib import Path
 
-from gpunode.lab.state import LabConfig, LabPaths
+from gpunode_lab.state import LabConfig, LabPaths
 
 
 def repo_urls(base_url: str) -> dict[str, str]:
     """Where the lab serves NVIDIA's repository and the conda and pip stand-ins."""
     try:
-        from gpunode.lab import repo
+        from gpunode_lab import repo
 
         urls = getattr(repo, "repo_urls", None)
         if urls is not None:

@@ -6,40 +6,23 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from gpunode_lab.repo.smi_sim import MODELS as SMI_MODELS
+from gpunode_lab.repo.smi_sim import Model
+
 
 @dataclass(frozen=True)
 class GpuModel:
+    """A model of smi_sim's table under the key `gpunode lab up --model` takes."""
+
     key: str
-    name: str  # as nvidia-smi prints it
-    pci_device: int
-    pci_name: str  # as lspci prints it
-    pci_class: int
-    memory_mib: int
-    power_limit_w: int
+    spec: Model
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
 
 
-MODELS: dict[str, GpuModel] = {
-    m.key: m
-    for m in (
-        GpuModel("H200", "NVIDIA H200", 0x2335, "GH100 [H200 SXM 141GB]", 0x030200, 143771, 700),
-        GpuModel(
-            "H100", "NVIDIA H100 80GB HBM3", 0x2330, "GH100 [H100 SXM5 80GB]", 0x030200, 81559, 700
-        ),
-        GpuModel(
-            "A100", "NVIDIA A100-SXM4-40GB", 0x20B0, "GA100 [A100 SXM4 40GB]", 0x030200, 40960, 400
-        ),
-        GpuModel("L40S", "NVIDIA L40S", 0x26B9, "AD102GL [L40S]", 0x030200, 46068, 350),
-        GpuModel(
-            "RTX4090",
-            "NVIDIA GeForce RTX 4090",
-            0x2684,
-            "AD102 [GeForce RTX 4090]",
-            0x030000,
-            24564,
-            450,
-        ),
-    )
-}
+MODELS: dict[str, GpuModel] = {key: GpuModel(key, spec) for key, spec in SMI_MODELS.items()}
 
 NVIDIA_VENDOR = 0x10DE
 
@@ -59,9 +42,9 @@ def gpus_document(model: GpuModel, count: int, host: str) -> dict[str, Any]:
         "model": model.key,
         "name": model.name,
         "count": count,
-        "memory_mib": model.memory_mib,
-        "power_limit_w": model.power_limit_w,
-        "pci_device_id": f"0x{model.pci_device:04x}",
+        "memory_mib": model.spec.memory_mib,
+        "power_limit_w": model.spec.power_limit_w,
+        "pci_device_id": f"0x{model.spec.pci_device:04x}",
         "bus_ids": bus_ids(count),
         "uuids": uuids,
         "host": host,
@@ -76,9 +59,9 @@ def pci_devices(model: GpuModel, count: int) -> list[dict[str, str]]:
             {
                 "slot": bus[4:].lower(),  # sysfs uses a 4-digit domain: 0000:00:06.0
                 "vendor": f"0x{NVIDIA_VENDOR:04x}",
-                "device": f"0x{model.pci_device:04x}",
-                "class": f"0x{model.pci_class:06x}",
-                "label": model.pci_name,
+                "device": f"0x{model.spec.pci_device:04x}",
+                "class": f"0x{model.spec.pci_class:06x}",
+                "label": model.spec.pci_name,
             }
         )
     return out

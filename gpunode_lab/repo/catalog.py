@@ -1,17 +1,18 @@
 """What each folder of the lab repository holds: stand-in packages with NVIDIA's names,
 versions and shapes, as nvidia_repo.yaml says NVIDIA (or a lagging mirror) publishes them.
 
-Package contents are tiny stand-ins; catalog_driver, catalog_toolkit and catalog_libs
-write them.
+Package contents are tiny stand-ins; catalog_driver, catalog_toolkit, catalog_cudnn and
+catalog_nccl write them.
 """
 
 from __future__ import annotations
 
-from gpunode.lab.repo import nvidia_repo
-from gpunode.lab.repo.catalog_driver import driver_packages
-from gpunode.lab.repo.catalog_libs import cudnn8_packages, cudnn9_packages, nccl_packages
-from gpunode.lab.repo.catalog_toolkit import toolkit_packages
-from gpunode.lab.repo.deb import Package, Payload
+from gpunode_lab.repo import nvidia_repo
+from gpunode_lab.repo.catalog_cudnn import cudnn8_packages, cudnn9_packages
+from gpunode_lab.repo.catalog_driver import driver_packages
+from gpunode_lab.repo.catalog_nccl import nccl_packages
+from gpunode_lab.repo.catalog_toolkit import toolkit_packages
+from gpunode_lab.repo.deb import Package, Payload
 
 DISTROS = tuple(nvidia_repo.distros())
 

@@ -16,10 +16,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from gpunode.lab.gpumodels import MODELS, gpus_document
-from gpunode.lab.skeleton import write_skeleton
-from gpunode.lab.standins import STANDINS
-from gpunode.lab.state import UBUNTU, HostPaths, LabConfig, LabPaths
+from gpunode_lab.gpumodels import MODELS, gpus_document
+from gpunode_lab.skeleton import write_skeleton
+from gpunode_lab.standins import STANDINS
+from gpunode_lab.state import UBUNTU, HostPaths, LabConfig, LabPaths
 
 USER = "ubuntu"
 

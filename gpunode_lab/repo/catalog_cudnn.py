@@ -1,15 +1,12 @@
-"""cuDNN and NCCL packages: NVIDIA's names and version strings, headers that tell the version.
+"""cuDNN packages: NVIDIA's names and version strings, a header that tells the version.
 
 cuDNN 9 has one package set per CUDA major (libcudnn9-cuda-12 ...), and the sets for
-different majors exclude each other; cuDNN 8 is libcudnn8 with a +cudaX.Y build; NCCL is
-libnccl2/libnccl-dev <version>-1+cudaX.Y, one build per CUDA version it was built with.
+different majors exclude each other; cuDNN 8 is libcudnn8 with a +cudaX.Y build.
 """
 
 from __future__ import annotations
 
-from gpunode.lab.repo.deb import Package, Payload
-
-LIBDIR = "/usr/lib/x86_64-linux-gnu"
+from gpunode_lab.repo.deb import LIBDIR, Package, Payload
 
 
 def _cudnn_header(version: str, suffix: str) -> Payload:
@@ -113,40 +110,3 @@ def _cudnn9_set(version: str, cuda_major: str, others: list[str]) -> list[Packag
             replaces=excl("libcudnn9-dev"),
         ),
     ]
-
-
-def nccl_packages(builds: tuple[str, ...]) -> list[Package]:
-    out: list[Package] = []
-    for build in builds:
-        upstream, cuda = build.split("-")[0], build.rsplit("+cuda", 1)[1]
-        major, minor, patch = upstream.split(".")
-        header = (
-            f"/* gpunode lab stand-in for nccl.h, NCCL {upstream} built for CUDA {cuda} */\n"
-            f"#define NCCL_MAJOR {major}\n#define NCCL_MINOR {minor}\n"
-            f'#define NCCL_PATCH {patch}\n#define NCCL_SUFFIX ""\n'
-            f"#define NCCL_VERSION_CODE {int(major) * 10000 + int(minor) * 100 + int(patch)}\n"
-        )
-        out += [
-            Package(
-                "libnccl2",
-                build,
-                "NVIDIA Collective Communication Library (NCCL) Runtime",
-                section="libs",
-                files=[
-                    Payload(f"{LIBDIR}/libnccl.so.{upstream}"),
-                    Payload(f"{LIBDIR}/libnccl.so.2", symlink=f"libnccl.so.{upstream}"),
-                ],
-            ),
-            Package(
-                "libnccl-dev",
-                build,
-                "NVIDIA Collective Communication Library (NCCL) Development Files",
-                section="libdevel",
-                depends=[f"libnccl2 (= {build})"],
-                files=[
-                    Payload("/usr/include/nccl.h", header.encode()),
-                    Payload(f"{LIBDIR}/libnccl.so", symlink="libnccl.so.2"),
-                ],
-            ),
-        ]
-    return out

@@ -6,7 +6,7 @@ import json
 import socket
 from typing import Any
 
-from gpunode.lab.state import LabPaths
+from gpunode_lab.state import LabPaths
 
 
 class SupervisorGone(Exception):

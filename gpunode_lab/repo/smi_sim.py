@@ -46,7 +46,10 @@ NO_DRIVER = (
 
 @dataclass(frozen=True)
 class Model:
-    name: str
+    """One GPU model: the lab's only table of them (gpunode_lab/gpumodels.py derives the
+    PCI devices and gpus.json from it; this file must run alone on a host's python3)."""
+
+    name: str  # as nvidia-smi prints it
     arch: str
     memory_mib: int
     reserved_mib: int
@@ -55,30 +58,43 @@ class Model:
     idle_w: float
     sm_max: int
     mem_clock: int
-    device_id: str
+    device_id: str  # nvidia-smi -q's "Device Id": PCI device, then vendor 10DE
     link: str  # topo -m between two GPUs of this model
     fan: bool
+    pci_name: str  # as lspci prints it
+    pci_class: int  # 0x0302: 3D controller (data-centre cards), 0x0300: VGA
+
+    @property
+    def pci_device(self) -> int:
+        return int(self.device_id[:4], 16)
 
 
+# H200: the real captures (tests/fixtures/smi). The others from NVIDIA's published
+# specifications: memory as nvidia-smi reports it, the board power limit, clocks.
 MODELS: dict[str, Model] = {
     "H200": Model(
-        "NVIDIA H200", "Hopper", 143771, 616, 700, 200, 95.0, 1980, 3201, "233510DE", "NV18", False
+        "NVIDIA H200", "Hopper", 143771, 616, 700, 200, 95.0, 1980, 3201, "233510DE", "NV18", False,
+        "GH100 [H200 SXM 141GB]", 0x030200,
     ),
     "H100": Model(
         "NVIDIA H100 80GB HBM3", "Hopper", 81559, 530, 700, 200, 70.0, 1980, 2619, "233010DE",
-        "NV18", False,
+        "NV18", False, "GH100 [H100 SXM5 80GB]", 0x030200,
     ),
     "A100": Model(
         "NVIDIA A100-SXM4-80GB", "Ampere", 81920, 567, 400, 100, 60.0, 1410, 1593, "20B210DE",
-        "NV12", False,
+        "NV12", False, "GA100 [A100 SXM4 80GB]", 0x030200,
+    ),
+    "A100-40GB": Model(
+        "NVIDIA A100-SXM4-40GB", "Ampere", 40960, 567, 400, 100, 55.0, 1410, 1215, "20B010DE",
+        "NV12", False, "GA100 [A100 SXM4 40GB]", 0x030200,
     ),
     "L40S": Model(
         "NVIDIA L40S", "Ada Lovelace", 46068, 475, 350, 100, 35.0, 2520, 9001, "26B910DE", "NODE",
-        False,
+        False, "AD102GL [L40S]", 0x030200,
     ),
     "RTX4090": Model(
         "NVIDIA GeForce RTX 4090", "Ada Lovelace", 24564, 380, 450, 150, 20.0, 2520, 10501,
-        "268410DE", "PHB", True,
+        "268410DE", "PHB", True, "AD102 [GeForce RTX 4090]", 0x030000,
     ),
 }  # fmt: skip
 

@@ -65,7 +65,7 @@ def lab_processes(state: Path) -> list[int]:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        ours = b"gpunode.lab.supervisor" in cmdline or b"hostinit.py" in cmdline
+        ours = b"gpunode_lab.supervisor" in cmdline or b"hostinit.py" in cmdline
         if ours and (exact in cmdline or under in cmdline):
             named.append(pid)
     mine = _pidns(me)

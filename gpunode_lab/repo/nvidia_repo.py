@@ -11,8 +11,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from gpunode.lab.state import MIRRORS
 from gpunode.versions import compare_dotted, dotted_key
+from gpunode_lab.state import MIRRORS
 
 DATA_FILE = "nvidia_repo.yaml"
 
@@ -52,7 +52,7 @@ class Folder:
 
 
 def _text() -> str:
-    return (resources.files("gpunode.lab.repo") / DATA_FILE).read_text(encoding="utf-8")
+    return (resources.files("gpunode_lab.repo") / DATA_FILE).read_text(encoding="utf-8")
 
 
 @cache

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from gpunode.lab.repo.deb import Package, Payload
-from gpunode.lab.repo.nvidia_repo import Toolkit
+from gpunode_lab.repo.deb import Package, Payload
+from gpunode_lab.repo.nvidia_repo import Toolkit
 
 
 @dataclass(frozen=True)

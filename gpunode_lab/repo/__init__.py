@@ -4,6 +4,6 @@
 URL and mirror kind) and returns the folder the lab serves over HTTP at base_url.
 """
 
-from gpunode.lab.repo.build import build_repository
+from gpunode_lab.repo.build import build_repository
 
 __all__ = ["build_repository"]

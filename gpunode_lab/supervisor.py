@@ -26,11 +26,11 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from gpunode.lab import faults, hostinit, procs
-from gpunode.lab.gpumodels import MODELS, pci_devices
-from gpunode.lab.latency import PORT_OFFSET, LatencyRelay
-from gpunode.lab.rootfs import prepare_upper
-from gpunode.lab.state import HostPaths, LabConfig, LabPaths
+from gpunode_lab import faults, hostinit, procs
+from gpunode_lab.gpumodels import MODELS, pci_devices
+from gpunode_lab.latency import PORT_OFFSET, LatencyRelay
+from gpunode_lab.rootfs import prepare_upper
+from gpunode_lab.state import HostPaths, LabConfig, LabPaths
 
 REBOOT_DELAY_S = 1.5
 TICK_S = 0.05
@@ -239,7 +239,8 @@ class Supervisor:
             self.boot(host)
             return {"ok": True}
         if op == "fault":
-            return faults.apply(self, host, str(req["knob"]), req.get("value"), bool(req["off"]))
+            knob, value, off = str(req["knob"]), req.get("value"), bool(req["off"])
+            return faults.apply(host, knob, value, off, lambda: self.sync_listeners(host))
         return {"ok": False, "error": f"unknown request {op!r}"}
 
     def host_status(self, host: Host) -> dict[str, Any]:

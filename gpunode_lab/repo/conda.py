@@ -51,7 +51,7 @@ echo "installation finished."
 
 
 def installer_text() -> str:
-    program = (resources.files("gpunode.lab.repo") / "conda_standin.py").read_text()
+    program = (resources.files("gpunode_lab.repo") / "conda_standin.py").read_text()
     if "CONDA_STAND_IN_EOF" in program:
         raise ValueError("conda stand-in source contains the installer's heredoc marker")
     return _HEAD + program + _TAIL

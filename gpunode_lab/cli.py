@@ -9,8 +9,8 @@ from typing import Any
 
 import click
 
-from gpunode.lab.gpumodels import MODELS
-from gpunode.lab.state import MIRRORS, UBUNTU, LabConfig, LabPaths, state_dir
+from gpunode_lab.gpumodels import MODELS
+from gpunode_lab.state import MIRRORS, UBUNTU, LabConfig, LabPaths, state_dir
 
 EXIT_ERROR = 1
 EXIT_UNSUPPORTED = 2
@@ -100,7 +100,7 @@ def up(
 ) -> None:
     """Start N hosts (or keep a running lab of the same shape)."""
     _require_root()
-    from gpunode.lab import lifecycle
+    from gpunode_lab import lifecycle
 
     want = LabConfig(
         hosts=n_hosts,
@@ -123,7 +123,7 @@ def up(
 def down() -> None:
     """Remove the lab: processes, mounts, latency rules and files."""
     _require_root()
-    from gpunode.lab import lifecycle
+    from gpunode_lab import lifecycle
 
     try:
         lifecycle.down(_paths(), say=lambda m: click.echo(m, err=True))
@@ -136,7 +136,7 @@ def down() -> None:
 def status(as_json: bool) -> None:
     """Show the lab's hosts: state, address, boot id, faults."""
     _require_root()
-    from gpunode.lab import lifecycle
+    from gpunode_lab import lifecycle
 
     paths = _paths()
     cfg, hosts = lifecycle.status(paths)
@@ -173,7 +173,7 @@ def status(as_json: bool) -> None:
 )
 def inventory(conda: bool) -> None:
     """Print an inventory for the running lab's hosts."""
-    from gpunode.lab.inventory import render
+    from gpunode_lab.inventory import render
 
     paths = _paths()
     cfg = paths.load_config()
@@ -184,7 +184,7 @@ def inventory(conda: bool) -> None:
 
 
 def _host_request(op: str, **args: Any) -> dict[str, Any]:
-    from gpunode.lab import control
+    from gpunode_lab import control
 
     try:
         reply = control.request(_paths(), op, **args)
@@ -231,7 +231,7 @@ def install(host: str, pins: tuple[str, ...], hold: bool, then_reboot: bool) -> 
       gpunode lab install lab-02 nvidia-open-550=550.127.05-1 --hold --reboot
     """
     _require_root()
-    from gpunode.lab import control, preinstall
+    from gpunode_lab import control, preinstall
 
     paths = _paths()
     cfg = paths.load_config()
@@ -247,7 +247,7 @@ def install(host: str, pins: tuple[str, ...], hold: bool, then_reboot: bool) -> 
 
 
 KNOB_HELP = "\b\n" + "\n".join(
-    f"  {k:<12} {v}" for k, v in __import__("gpunode.lab.faults", fromlist=["KNOBS"]).KNOBS.items()
+    f"  {k:<12} {v}" for k, v in __import__("gpunode_lab.faults", fromlist=["KNOBS"]).KNOBS.items()
 )
 
 
