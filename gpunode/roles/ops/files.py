@@ -134,9 +134,6 @@ class LineInFileArgs(Args):
         " add lines the check never finds (and a config file would read as more settings"
         " than the task shows)."
     )
-    mode: Mode = Field(
-        "0644", description="Not applied: the file keeps its mode (a new one gets the umask's)."
-    )
 
 
 class LineInFile(Operation):
@@ -145,7 +142,8 @@ class LineInFile(Operation):
     Whether the line is there is a probe (`grep -qxF`, the exact whole line), batched with
     the others in one round trip. A missing line is appended (on stdin), after a newline
     if the file's last line lacks one, making the file and its directory when absent. A
-    file that already holds the line yields nothing.
+    file that already holds the line yields nothing. It never changes a file's mode or owner
+    (a new file gets the umask's mode): use `file` to own a whole file.
 
     ```yaml
     - name: nvidia modules load at boot
