@@ -11,6 +11,7 @@ import click
 
 from gpunode.cli.common import (
     EXIT_ERROR,
+    become_password,
     inventory_argument,
     json_option,
     limit_option,
@@ -100,7 +101,6 @@ def apply(
     from gpunode.resolve.index import RepoVersions
     from gpunode.roles import search_path
     from gpunode.transport.connect import take_become_passwords
-    from gpunode.transport.secret import Secret
 
     _, hosts = load_selected(inventory, limit)
     take_become_passwords(hosts)  # out of the environment before any child process starts
@@ -115,9 +115,7 @@ def apply(
     if as_json and not (yes or check):
         click.echo("error: --json cannot ask for confirmation: add --yes or --check", err=True)
         sys.exit(1)
-    password = None
-    if ask_become_pass:
-        password = Secret(click.prompt("sudo password", hide_input=True, err=True))
+    password = become_password(hosts, ask_become_pass)
     opts = Options(
         check=check,
         diff=diff,

@@ -55,3 +55,20 @@ def load_selected(path: str, limit: str | None) -> tuple[Any, list[Any]]:
     except PatternError as exc:
         click.echo(f"error: {printable(str(exc))}", err=True)
         sys.exit(EXIT_BAD_INPUT)
+
+
+def become_password(hosts: list[Any], ask: bool) -> Any:
+    """The -K password (prompted now) or None; a sudo password that cannot be used (a line
+    break, a control character) ends the command before any host is contacted, exit 2."""
+    from gpunode.transport.connect import password_problem, take_become_passwords
+    from gpunode.transport.secret import Secret
+
+    take_become_passwords(hosts)
+    password = None
+    if ask:
+        password = Secret(click.prompt("sudo password", hide_input=True, err=True))
+    problem = password_problem(hosts, password)
+    if problem is not None:
+        click.echo(f"error: {problem}; nothing was contacted", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    return password

@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from gpunode.cli.common import inventory_argument, json_option, limit_option, load_selected
+from gpunode.cli.common import (
+    become_password,
+    inventory_argument,
+    json_option,
+    limit_option,
+    load_selected,
+)
 
 if TYPE_CHECKING:
     from gpunode.facts.model import HostFacts
@@ -35,13 +41,10 @@ def facts(inventory: str, limit: str | None, as_json: bool, forks: int,
     from gpunode.events import Bus
     from gpunode.facts.gather import gather_all
     from gpunode.transport.connect import take_become_passwords
-    from gpunode.transport.secret import Secret
 
     _, hosts = load_selected(inventory, limit)
     take_become_passwords(hosts)  # out of the environment before any child process starts
-    password = None
-    if ask_become_pass:
-        password = Secret(click.prompt("sudo password", hide_input=True, err=True))
+    password = become_password(hosts, ask_become_pass)
     outcomes = gather_all(hosts, bus=Bus(), forks=forks, become_password=password)
     bad = [o for o in outcomes.values() if o.status != "ok"]
     hostkey = [name for name, o in outcomes.items() if o.hostkey_changed]

@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from gpunode.cli.common import inventory_argument, json_option, limit_option, load_selected
+from gpunode.cli.common import (
+    become_password,
+    inventory_argument,
+    json_option,
+    limit_option,
+    load_selected,
+)
 
 if TYPE_CHECKING:
     from gpunode.inventory.model import Host
@@ -66,14 +72,11 @@ def plan(
     from gpunode.resolve.index import RepoVersions
     from gpunode.roles import search_path
     from gpunode.transport.connect import take_become_passwords
-    from gpunode.transport.secret import Secret
     from gpunode.views.planview import plan_text
 
     _, hosts = load_selected(inventory, limit)
     take_become_passwords(hosts)  # out of the environment before any child process starts
-    password = None
-    if ask_become_pass:
-        password = Secret(click.prompt("sudo password", hide_input=True, err=True))
+    password = become_password(hosts, ask_become_pass)
     opts = Options(tags=_tags(tags), search=search_path(inventory), versions=RepoVersions())
     bus = Bus()
 
