@@ -17,7 +17,7 @@ from conftest import Lab, on_host
 
 MARKER = "var/tmp/gpunode-fault-moment"
 WATCHER = r"""
-import os, signal, sys, time
+import glob, os, signal, sys, time
 mode, marker = sys.argv[1], sys.argv[2]
 
 def procs():
@@ -44,8 +44,8 @@ while time.time() < deadline:
     hit = None
     if mode == "argv":
         hit = [p for p, a in ps if sys.argv[3] in " ".join(a) and "watch.py" not in " ".join(a)]
-        if len(sys.argv) > 4 and not os.path.exists(sys.argv[4]):
-            hit = None  # not yet: the process has still to make this path
+        if len(sys.argv) > 4 and sys.argv[4] and not glob.glob(sys.argv[4]):
+            hit = None  # not yet: the process has still to make this path (a glob)
     elif mode == "download":
         methods = [p for p, a in ps if a[0].startswith("/usr/lib/apt/methods/")]
         if apt and methods and not dpkg:
@@ -81,7 +81,7 @@ while time.time() < deadline:
 def start_watcher(inv: Path, host: str, mode: str, pattern: str = "", made: str = "") -> None:
     """Start the watcher detached from the SSH session (a fault on sessions spares it).
     Modes: download, unpack, configure (apt and dpkg), argv (any process whose command
-    line holds `pattern`, once the path `made` exists)."""
+    line holds `pattern`, once a path matching the glob `made` exists)."""
     code = base64.b64encode(WATCHER.encode()).decode()
     args = " ".join(shlex.quote(a) for a in (mode, f"/{MARKER}", pattern, made))
     start = f"setsid /usr/bin/python3 /var/tmp/watch.py {args} </dev/null >/dev/null 2>&1 &"

@@ -1,9 +1,9 @@
-"""The fault suite's conda and smoke cases: the controller SIGKILLed while the host runs the
-conda installer, creates a conda env, or runs the smoke suite; the host powered off while
-it creates a conda env. Each run goes through the CLI; the re-apply must converge to the
-end state of a run nobody interrupted, read from the host: the files under the conda
-prefix, conda's own list of envs and its registry (~/.conda/environments.txt), the env's
-Python record, and the smoke results.
+"""The fault suite's conda, smoke and managed-file cases: the controller SIGKILLed while
+the host runs the conda installer, creates a conda env, or runs the smoke suite; the host
+powered off while it creates a conda env, or while it writes a managed file. Each run goes
+through the CLI; the re-apply must converge to the end state of a run nobody interrupted,
+read from the host: the files under the conda prefix, conda's own list of envs and its
+registry (~/.conda/environments.txt), the env's Python record, and the smoke results.
 
 The moment is caught inside the host by the watcher of `moments.py` (it stops the step's
 processes). After the controller is killed, those processes are killed too: a step that
@@ -155,3 +155,43 @@ def test_power_lost_mid_conda_env_then_apply_converges(
     wait_for_ssh(lab, HOST)
     assert lab.boot_id(HOST) != boot
     converges(lab, inv, reference)
+
+
+PROFILE = "etc/profile.d/gpunode-cuda.sh"
+
+
+def test_power_lost_mid_file_write_leaves_the_old_file_whole(lab: Lab, tmp_path: Path) -> None:
+    """A managed file goes to a mktemp file beside it, renamed over it once whole: stopped
+    between the two and powered off, the host has the old file, whole, until a re-apply
+    puts the new one."""
+    fresh(lab, HOST)
+    stack = {**STACK, "conda": None, "smoke": [], "cuda_env": True}
+    inv = lab.inventory(tmp_path, **stack)
+    target = lab.upper(HOST) / PROFILE
+    on_host(inv, HOST, f"echo 'export OLD=1' | sudo tee /{PROFILE} >/dev/null")
+    old = target.read_bytes()
+    boot = lab.boot_id(HOST)
+    # the write step's shell, once its temporary file is there
+    start_watcher(inv, HOST, "argv", ".gpunode-cuda.sh.XXXXXX", "/etc/profile.d/.gpunode-cuda.sh.*")
+    proc = popen_apply(lab, inv, HOST)
+    try:
+        wait_for_moment(lab, HOST, proc)
+        assert target.read_bytes() == old  # mid-write, the file is the old one
+        assert lab.gpunode("lab", "reboot", HOST).returncode == 0
+        out, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode in (2, 4), out[-2000:] + err[-2000:]
+    wait_for_ssh(lab, HOST)
+    assert lab.boot_id(HOST) != boot
+    assert target.read_bytes() == old  # after the power loss too
+    leftovers = sorted(p.name for p in target.parent.glob(".gpunode-cuda.sh.*"))
+    assert all((target.parent / n).stat().st_mode & 0o777 == 0o600 for n in leftovers)
+    code, evs = apply(lab, inv, "-l", HOST)
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "HostFinished")]
+    new = target.read_text()
+    assert new.startswith("# ") and "export CUDA_HOME=/usr/local/cuda" in new and new.endswith("\n")
+    code, evs = apply(lab, inv, "-l", HOST)
+    assert code == 0 and of(evs, "ChangeStarted") == []
