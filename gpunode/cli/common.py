@@ -39,12 +39,17 @@ def load_selected(path: str, limit: str | None) -> tuple[Any, list[Any]]:
 
 
 def become_password(hosts: list[Host], ask: bool) -> Secret | None:
-    """Take every host's become_password_env out of the environment (before any child
-    process starts), then prompt once when -K asks for it."""
-    from gpunode.transport.connect import take_become_passwords
+    """The -K password (prompted now) or None; a sudo password that cannot be used (a line
+    break, a control character) ends the command before any host is contacted, exit 2."""
+    from gpunode.transport.connect import password_problem, take_become_passwords
     from gpunode.transport.secret import Secret
 
     take_become_passwords(hosts)
-    if not ask:
-        return None
-    return Secret(click.prompt("sudo password", hide_input=True, err=True))
+    password = None
+    if ask:
+        password = Secret(click.prompt("sudo password", hide_input=True, err=True))
+    problem = password_problem(hosts, password)
+    if problem is not None:
+        click.echo(f"error: {problem}; nothing was contacted", err=True)
+        sys.exit(ExitCode.BAD_INPUT)
+    return password

@@ -280,6 +280,9 @@ class Settings(Strict):
     become: Literal["sudo", "none"] = "sudo"
     become_password_env: EnvName | None = None
     """Name of an environment variable holding the sudo password (never the password)."""
+    become_pty: bool = False
+    """Run sudo on a terminal from the first command (sudoers' `Defaults requiretty`).
+    Without it, a terminal is requested once sudo says it needs one."""
     repos: Repos = Field(default_factory=Repos)
     apt: AptSettings = Field(default_factory=AptSettings)
     gpus: Gpus = Field(default_factory=Gpus)

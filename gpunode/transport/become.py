@@ -4,14 +4,27 @@ The password, when there is one, is written to the command's stdin after sudo's
 own prompt (a random marker) shows on stderr; it never appears on a command
 line. A second prompt means the password was wrong: we stop at once rather than
 let sudo ask three times.
+
+Both sudo and sudo-rs are understood: sudo-rs frames the prompt as
+`[sudo: PROMPT] Password: ` (and before 0.2.5 ignored -p, always asking
+`[sudo: authenticate] Password: `), and words its refusals differently.
+
+On a terminal (`pty`, for sudoers' `Defaults requiretty`) sudo's prompt and the
+command's output share one stream, so the exchange reads stdout; echo is turned
+off before sudo starts, and the command's stdin travels base64-encoded through
+the terminal's line discipline (then ^D), so that any bytes, and an end of file,
+reach it intact.
 """
 
 from __future__ import annotations
 
+import base64
+import re
 import secrets
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from gpunode.transport.base import BecomeError, Transport, TransportError, join
 from gpunode.transport.secret import Secret
@@ -29,14 +42,36 @@ def env_prefix(env: dict[str, str] | None) -> str:
     return "".join(lines)
 
 
+# What sudo (1.9) and sudo-rs say when they refuse, lower-cased.
+_NEEDS_PASSWORD = ("a password is required", "interactive authentication is required",
+                   "interaction is required")  # fmt: skip
+_WRONG_PASSWORD = ("incorrect password", "sorry, try again", "authentication failed",
+                   "incorrect authentication attempt")  # fmt: skip
+_NEEDS_TTY = ("you must have a tty to run sudo", "a terminal is required")
+# sudo-rs's own prompt, whatever -p said (before 0.2.5) or for a PAM prompt it frames
+_SUDO_RS_PROMPT = r"\[sudo: authenticate\] [^\n]*?: ?"
+
+
+def needs_password_error(user_at_host: str) -> BecomeError:
+    return BecomeError(
+        f"sudo: a password is required for {user_at_host}: "
+        "use -K/--ask-become-pass or set become_password_env"
+    )
+
+
 @dataclass
 class Become:
-    """One sudo'ed command: its wrapped text and the state of the prompt exchange."""
+    """One sudo'ed command: its wrapped text and the state of the prompt exchange.
+
+    `pty`: the command runs on a terminal (see the module's docstring)."""
 
     user_at_host: str
     password: Secret | None
+    pty: bool = False
     nonce: str = field(default_factory=lambda: secrets.token_hex(8))
     started: bool = False
+    needs_tty: bool = False
+    """sudo refused for want of a terminal (requiretty): the command may be tried on one."""
     _prompts: int = 0
     _buffer: str = ""
     _password_sent: bool = False
@@ -49,11 +84,33 @@ class Become:
     def marker(self) -> str:
         return f"GPUNODE-BECOME-OK-{self.nonce}"
 
+    @property
+    def stream(self) -> Literal["stdout", "stderr"]:
+        """Where sudo's prompt and the start marker arrive."""
+        return "stdout" if self.pty else "stderr"
+
+    def _prompt_re(self) -> re.Pattern[str]:
+        ours = re.escape(self.prompt)
+        # sudo-rs 0.2.5+ honours -p inside its frame: "[sudo: <ours>] Password: "
+        return re.compile(rf"(?:\[sudo: )?{ours}(?:\] [^\n]*?: ?)?|{_SUDO_RS_PROMPT}")
+
     def wrap(self, script: str) -> str:
-        inner = f"printf '%s\\n' {self.marker} >&2\n{script}"
-        if self.password is None:
-            return f"sudo -n -H -- sh -c {shlex.quote(inner)}"
-        return f"sudo -H -S -p {shlex.quote(self.prompt)} -- sh -c {shlex.quote(inner)}"
+        body = f"base64 -d | sh -c {shlex.quote(script)}" if self.pty else script
+        inner = f"printf '%s\\n' {self.marker} >&2\n{body}"
+        sudo = (
+            "sudo -n -H" if self.password is None else f"sudo -H -S -p {shlex.quote(self.prompt)}"
+        )
+        command = f"{sudo} -- sh -c {shlex.quote(inner)}"
+        # no echo of what is typed (the password, should sudo not turn echo off itself),
+        # and no \r added to the output's line ends
+        return f"stty -echo -onlcr 2>/dev/null; {command}" if self.pty else command
+
+    def stdin_bytes(self, data: bytes | None) -> bytes:
+        """The command's stdin as it must be written: on a terminal, base64 lines then ^D
+        (the terminal's end of file), which `base64 -d` on the host turns back."""
+        if not self.pty:
+            return data or b""
+        return base64.encodebytes(data or b"") + b"\x04"
 
     def feed_stderr(self, text: str) -> tuple[str, bytes | None]:
         """Consume stderr before the command starts.
@@ -72,14 +129,12 @@ class Become:
                 self._buffer = ""
                 rest = after[1:] if after.startswith("\n") else after
                 return rest, to_send
-            if self.prompt in self._buffer:
+            prompt = self._prompt_re().search(self._buffer)
+            if prompt is not None:
                 self._prompts += 1
-                self._buffer = self._buffer.split(self.prompt, 1)[1]
+                self._buffer = self._buffer[prompt.end() :]
                 if self.password is None:
-                    raise BecomeError(
-                        f"sudo: a password is required for {self.user_at_host}: "
-                        "use -K/--ask-become-pass or set become_password_env"
-                    )
+                    raise needs_password_error(self.user_at_host)
                 if self._prompts > 1:
                     raise BecomeError(f"sudo: incorrect password for {self.user_at_host}")
                 to_send = (self.password.reveal() + "\n").encode()
@@ -89,14 +144,16 @@ class Become:
 
     def failure(self, exit_code: int) -> BecomeError:
         """Why sudo ended before the command started (called when it never did)."""
-        said = " ".join(self._buffer.split()) or f"exit {exit_code}"
-        if "a password is required" in said:
-            return BecomeError(
-                f"sudo: a password is required for {self.user_at_host}: "
-                "use -K/--ask-become-pass or set become_password_env"
-            )
-        if "incorrect password" in said:
+        text = self._buffer
+        if self.password is not None:  # never shown back, even had a terminal echoed it
+            text = text.replace(self.password.reveal(), "***")
+        said = " ".join(text.split()) or f"exit {exit_code}"
+        low = said.lower()
+        if any(s in low for s in _NEEDS_PASSWORD):
+            return needs_password_error(self.user_at_host)
+        if any(s in low for s in _WRONG_PASSWORD):
             return BecomeError(f"sudo: incorrect password for {self.user_at_host}")
+        self.needs_tty = any(s in low for s in _NEEDS_TTY)
         return BecomeError(f"sudo failed for {self.user_at_host}: {said[:300]}")
 
 

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from gpunode.transport.base import Transport
-from gpunode.transport.secret import Secret, take_from_env
+from gpunode.transport.secret import Secret, take_from_env, unusable
 
 if TYPE_CHECKING:
     from gpunode.inventory.model import Host
@@ -24,6 +24,20 @@ def take_become_passwords(hosts: Iterable[Host]) -> None:
     """Take every host's become_password_env out of the environment now, before anything
     starts a child process that would inherit it."""
     take_from_env({h.become_password_env for h in hosts if h.become_password_env})
+
+
+def password_problem(hosts: Iterable[Host], prompted: Secret | None = None) -> str | None:
+    """Why a sudo password given cannot be used, naming where it came from (never the
+    value), or None. Checked before any host is contacted."""
+    sources = [("the sudo password typed at -K", prompted)] if prompted is not None else [
+        (f"the sudo password in environment variable {name}", Secret.from_env(name))
+        for name in sorted({h.become_password_env for h in hosts if h.become_password_env})
+    ]  # fmt: skip
+    for source, secret in sources:
+        why = unusable(secret.reveal()) if secret is not None else None
+        if why is not None:
+            return f"{source} contains {why}: sudo reads a password as one line of text"
+    return None
 
 
 def open_transport(host: Host, *, become_password: Secret | None = None) -> Transport:
@@ -78,4 +92,10 @@ def _open(host: Host, become_password: Secret | None) -> Transport:
     from gpunode.transport.ssh import SSHTransport
 
     assert host.address is not None
-    return SSHTransport(host.name, host.address, host.ssh, become_password=become_password)
+    return SSHTransport(
+        host.name,
+        host.address,
+        host.ssh,
+        become_password=become_password,
+        become_pty=host.become_pty,
+    )

@@ -65,9 +65,21 @@ def drive(
             on_output(stream, text)
 
     def start_command() -> None:
-        if stdin:
-            proc.write(stdin)
+        data = become.stdin_bytes(stdin) if become is not None else stdin
+        if data:
+            proc.write(data)
         proc.close_stdin()
+
+    def exchange(stream: Literal["stdout", "stderr"], text: str) -> str:
+        """Text read before sudo started the command goes to the prompt exchange."""
+        if become is None or become.started or become.stream != stream:
+            return text
+        text, send = become.feed_stderr(text)
+        if send:
+            proc.write(send)
+        if become.started and waiting_for_sudo:
+            start_command()
+        return text
 
     # Without a pending password exchange, stdin can go at once.
     waiting_for_sudo = become is not None and become.password is not None
@@ -88,16 +100,9 @@ def drive(
             if o or e or finished:
                 heard = time.monotonic()
             if o:
-                emit("stdout", decoders["stdout"].decode(o, final=False))
+                emit("stdout", exchange("stdout", decoders["stdout"].decode(o, final=False)))
             if e:
-                text = decoders["stderr"].decode(e, final=False)
-                if become is not None and not become.started:
-                    text, send = become.feed_stderr(text)
-                    if send:
-                        proc.write(send)
-                    if become.started and waiting_for_sudo:
-                        start_command()
-                emit("stderr", text)
+                emit("stderr", exchange("stderr", decoders["stderr"].decode(e, final=False)))
     except BaseException:
         proc.kill()
         raise

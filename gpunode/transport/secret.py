@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+import unicodedata
 from collections.abc import Iterable
 
 _taken: dict[str, Secret] = {}
@@ -58,6 +59,16 @@ class Secret:
                 else:
                     _taken.pop(name, None)
             return _taken.get(name)
+
+
+def unusable(value: str) -> str | None:
+    """Why sudo cannot be given this password, or None: sudo reads one line, and on a
+    terminal its line editing acts on control characters (^U, ^D, DEL...)."""
+    if "\n" in value or "\r" in value:
+        return "a line break"
+    if any(unicodedata.category(c) == "Cc" for c in value):
+        return "a control character"
+    return None
 
 
 def take_from_env(names: Iterable[str | None]) -> None:

@@ -21,12 +21,13 @@ import paramiko
 
 from gpunode.inventory.model import SshSettings
 from gpunode.transport.base import (
+    BecomeError,
     CommandResult,
     HostUnreachableError,
     OutputCallback,
     TransportError,
 )
-from gpunode.transport.become import prepare, read_with_sudo
+from gpunode.transport.become import Become, prepare, read_with_sudo
 from gpunode.transport.driver import drive
 from gpunode.transport.hostkeys import (
     HostKeyChangedError,
@@ -105,11 +106,14 @@ class SSHTransport:
         ssh: SshSettings,
         *,
         become_password: Secret | None = None,
+        become_pty: bool = False,
     ) -> None:
         self.name = name
         self.address = address
         self.settings = ssh
         self._password = become_password
+        self._pty = become_pty
+        """sudo'ed commands run on a terminal: set by become_pty, or once sudo asked for one."""
         self._clients: list[paramiko.SSHClient] = []  # jump hops first, the host last
         self._sftp: paramiko.SFTPClient | None = None
         self._lock = threading.Lock()
@@ -279,15 +283,40 @@ class SSHTransport:
             self.connect()
             if self.endpoint is not None and self.endpoint.user != "root":
                 become_as = self._user_at_host()
-        cmd, script, become = prepare(command, env, become_as, self._password)
-        t = self._transport()
+        # sudo's wrapping happens in _exec: a requiretty refusal runs the command again on a pty
+        cmd, script, _ = prepare(command, env, None, None)
+        become = Become(become_as, self._password, pty=self._pty) if become_as else None
         limit = timeout if timeout is not None else self.settings.command_timeout
+        try:
+            return self._exec(cmd, script, become, stdin, limit, on_output)
+        except BecomeError:
+            if become is None or become.pty or not become.needs_tty:
+                raise
+        # sudoers' requiretty: sudo ran nothing; this command and every later one get a pty
+        self._pty = True
+        become = Become(self._user_at_host(), self._password, pty=True)
+        return self._exec(cmd, script, become, stdin, limit, on_output)
+
+    def _exec(
+        self,
+        cmd: str,
+        script: str,
+        become: Become | None,
+        stdin: bytes | None,
+        limit: float | None,
+        on_output: OutputCallback | None,
+    ) -> CommandResult:
+        if become is not None:
+            script = become.wrap(script)
+        t = self._transport()
         try:
             chan = t.open_session(timeout=self.settings.connect_timeout)
         except (paramiko.SSHException, OSError) as exc:
             raise TransportError(f"cannot open a channel to {self.name}: {exc}") from None
         self.channels_opened += 1
         try:
+            if become is not None and become.pty:
+                chan.get_pty(term="dumb", width=200)
             chan.exec_command(f"sh -c {shlex.quote(script)}")
         except (paramiko.SSHException, OSError) as exc:
             chan.close()

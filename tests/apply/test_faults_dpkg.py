@@ -10,12 +10,9 @@ outside (the host's overlay upper directory). The fault then lands on stopped pr
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +20,7 @@ from typing import Any
 
 import pytest
 from conftest import Lab, apply, events, fresh, of, on_host, packages, wait_for_ssh
+from moments import popen_apply, start_watcher, wait_for_moment
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -34,93 +32,6 @@ STACK: dict[str, Any] = {
     "cuda_env": False,
     "smoke": [],
 }
-MARKER = "var/tmp/gpunode-fault-moment"
-WATCHER = r"""
-import os, signal, sys, time
-mode, marker = sys.argv[1], sys.argv[2]
-
-def procs():
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/cmdline", "rb") as fh:
-                    raw = fh.read()
-            except OSError:
-                continue
-            argv = [a.decode(errors="replace") for a in raw.split(b"\0") if a]
-            if argv:
-                yield int(d), argv
-
-def is_dpkg(argv):
-    return os.path.basename(argv[0]) == "dpkg"
-
-seen_unpack = False
-deadline = time.time() + 180
-while time.time() < deadline:
-    ps = list(procs())
-    apt = [p for p, a in ps if os.path.basename(a[0]) == "apt-get" and "install" in a]
-    dpkg = [(p, a) for p, a in ps if is_dpkg(a)]
-    hit = None
-    if mode == "download":
-        methods = [p for p, a in ps if a[0].startswith("/usr/lib/apt/methods/")]
-        if apt and methods and not dpkg:
-            hit = apt + methods
-    else:
-        for p, a in dpkg:
-            debs = [x for x in a if x.endswith(".deb") and "cuda-keyring" not in x]
-            if "--unpack" in a and debs:
-                seen_unpack = True
-                if mode == "unpack" and any(
-                    n.isdigit() for n in os.listdir("/var/lib/dpkg/updates")
-                ):
-                    hit = [p for p, _ in dpkg] + apt
-            if mode == "configure" and seen_unpack and (
-                "--configure" in a or "--triggers-only" in a
-            ):
-                hit = [p for p, _ in dpkg] + apt
-    if hit:
-        for p in hit:
-            try:
-                os.kill(p, signal.SIGSTOP)
-            except ProcessLookupError:
-                pass
-        with open(marker + ".tmp", "w") as fh:
-            fh.write(mode + "\n" + "\n".join(" ".join(a) for _, a in dpkg) + "\n")
-        os.rename(marker + ".tmp", marker)
-        sys.exit(0)
-    time.sleep(0.005)
-"""
-
-
-def start_watcher(inv: Path, host: str, mode: str) -> None:
-    """Start the watcher detached from the SSH session (a fault on sessions spares it)."""
-    code = base64.b64encode(WATCHER.encode()).decode()
-    on_host(
-        inv,
-        host,
-        f"sudo rm -f /{MARKER} && echo {code} | base64 -d | sudo tee /var/tmp/watch.py "
-        f">/dev/null && sudo sh -c 'setsid /usr/bin/python3 /var/tmp/watch.py {mode} "
-        f"/{MARKER} </dev/null >/dev/null 2>&1 &'",
-    )
-
-
-def popen_apply(lab: Lab, inv: Path, host: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "gpunode", "apply", str(inv), "--yes", "--json", "-l", host],
-        env=lab.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-
-
-def wait_for_moment(lab: Lab, host: str, proc: subprocess.Popen[str], timeout: float = 60) -> str:
-    marker = lab.upper(host) / MARKER
-    deadline = time.monotonic() + timeout
-    while not marker.exists():
-        if proc.poll() is not None:
-            out, err = proc.communicate()
-            pytest.fail(f"apply ended before the moment: {out[-2000:]} {err[-2000:]}")
-        assert time.monotonic() < deadline, "the moment never came"
-        time.sleep(0.02)
-    return marker.read_text()
 
 
 @pytest.fixture(scope="module")
