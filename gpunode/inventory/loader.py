@@ -15,6 +15,7 @@ from gpunode.inventory.errors import InventoryError, Problem, explain, field_pat
 from gpunode.inventory.model import Document, Host
 from gpunode.inventory.patterns import select
 from gpunode.inventory.text import bad_strings
+from gpunode.inventory.varsfiles import VarsFiles, load_vars_files
 from gpunode.inventory.yamlpos import Path_, Position, Source, YamlError
 from gpunode.inventory.yamlsrc import load_file, load_text
 
@@ -51,7 +52,7 @@ def load(path: str | Path) -> Inventory:
         src = load_file(path)
     except YamlError as exc:
         raise InventoryError([Problem(exc.position, "", exc.message)]) from None
-    return build(src)
+    return build(src, Path(path).parent)
 
 
 def loads(text: str, file: str = "<inventory>") -> Inventory:
@@ -62,7 +63,8 @@ def loads(text: str, file: str = "<inventory>") -> Inventory:
     return build(src)
 
 
-def build(src: Source) -> Inventory:
+def build(src: Source, base: Path | None = None) -> Inventory:
+    """Validate and merge `src`; with `base`, the group_vars/ and host_vars/ files there too."""
     data = src.data
     if data is None:
         # An empty file (or comments only) is a mistake: a truncated copy, a wrong path.
@@ -79,40 +81,42 @@ def build(src: Source) -> Inventory:
                 )
             ]
         )
-    text_problems = [
-        Problem(
-            src.position(loc if is_key else (*loc, "<value>")) if loc else src.position(()),
-            field_path(loc),
-            problem,
-        )
-        for loc, is_key, problem in bad_strings(data)
-    ]
-    if text_problems:
-        raise InventoryError(text_problems)
-    try:
-        Document.model_validate(data)
-    except ValidationError as exc:
-        raise InventoryError(_problems(exc, src, (), Document)) from None
+    validate(src, data, Document)
 
-    layers_default = [((("defaults",)), data.get("defaults") or {})]
+    all_groups = data.get("groups") or {}
+    all_hosts = [*(h for g in all_groups.values() for h in (g or {}).get("hosts") or {}),
+                 *(data.get("hosts") or {})]  # fmt: skip
+    side = load_vars_files(src, base, all_groups, all_hosts) if base else VarsFiles()
+    layers_default: list[tuple[Path_, dict[str, Any]]] = [
+        (("defaults",), data.get("defaults") or {}),
+        *([side.all] if side.all else []),
+    ]
     membership: dict[str, list[tuple[str, Path_, dict[str, Any]]]] = {}
     groups: dict[str, list[str]] = {}
-    for gname, group in (data.get("groups") or {}).items():
+    for gname, group in all_groups.items():
         group = group or {}
         groups[gname] = list((group.get("hosts") or {}).keys())
         for hname, entry in (group.get("hosts") or {}).items():
             membership.setdefault(hname, []).append((gname, ("groups", gname), group))
+            if gname in side.groups:
+                prefix, settings = side.groups[gname]
+                membership[hname].append(("", prefix, settings))
             membership[hname].append(("", ("groups", gname, "hosts", hname), entry or {}))
     for hname, entry in (data.get("hosts") or {}).items():
         membership.setdefault(hname, []).append(("", ("hosts", hname), entry or {}))
+    for hname, (prefix, settings) in side.hosts.items():
+        membership[hname].append(("", prefix, settings))
 
-    _check_merged_size(src, layers_default[0][1], membership)
+    defaults: dict[str, Any] = {}
+    for _, settings in layers_default:
+        defaults = deep_merge(defaults, settings)
+    _check_merged_size(src, defaults, membership)
     hosts: dict[str, Host] = {}
     layers_of: dict[str, list[tuple[Path_, dict[str, Any]]]] = {}
     problems: list[Problem] = []
     for hname, layers in membership.items():
         stack: list[tuple[Path_, dict[str, Any]]] = list(layers_default)
-        merged: dict[str, Any] = copy.deepcopy(layers_default[0][1])
+        merged: dict[str, Any] = copy.deepcopy(defaults)
         member_of: list[str] = []
         for gname, prefix, layer in layers:
             body = {k: v for k, v in layer.items() if k != "hosts"} if gname else layer
@@ -140,6 +144,24 @@ def build(src: Source) -> Inventory:
     if problems:
         raise InventoryError(problems)
     return Inventory(source=src, hosts=hosts, groups=groups, layers=layers_of)
+
+
+def validate(src: Source, data: dict[str, Any], model: type[BaseModel]) -> None:
+    """Refuse text that is not plain, then anything `model` refuses, every problem at once."""
+    text_problems = [
+        Problem(
+            src.position(loc if is_key else (*loc, "<value>")) if loc else src.position(()),
+            field_path(loc),
+            problem,
+        )
+        for loc, is_key, problem in bad_strings(data)
+    ]
+    if text_problems:
+        raise InventoryError(text_problems)
+    try:
+        model.model_validate(data)
+    except ValidationError as exc:
+        raise InventoryError(_problems(exc, src, (), model)) from None
 
 
 def _check_merged_size(
