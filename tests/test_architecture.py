@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("execute",),
     ("views", "tui"),
     ("cli",),
+    ("reference",),
     ("__main__",),
 )
 

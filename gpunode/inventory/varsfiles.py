@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from gpunode.inventory.errors import InventoryError, Problem
 from gpunode.inventory.model import HostEntry, Settings
+from gpunode.inventory.validation import validate
 from gpunode.inventory.yamlpos import Path_, Source, YamlError
 from gpunode.inventory.yamlsrc import load_file
 
@@ -81,8 +82,6 @@ def _layer(src: Source, path: Path, model: type[BaseModel]) -> Layer:
     if not isinstance(data, dict):
         what = "a group's settings" if model is Settings else "a host's settings"
         raise InventoryError([Problem(side.position(()), "", f"expected a mapping of {what}")])
-    from gpunode.inventory.loader import validate  # the loader imports this module
-
     validate(side, data, model)
     prefix: Path_ = (str(path),)
     for loc, position in side.positions.items():
