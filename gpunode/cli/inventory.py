@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import stat
 import sys
 from typing import Any
 
@@ -76,15 +77,23 @@ def import_(source: str, output: str | None, force: bool) -> None:
 
 
 def _read(source: str) -> str:
+    from gpunode.inventory.ansible import ImportProblem
+
     if source == "-":
         data = sys.stdin.buffer.read(MAX_JSON_BYTES + 1)
     else:
-        with open(source, "rb") as f:
-            if not os.path.isfile(source):
-                raise OSError(f"not a regular file: {source}")
+        # O_NONBLOCK: a FIFO must not wait for a writer before it is refused.
+        try:
+            fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        except OSError as exc:
+            raise ImportProblem(f"cannot open: {exc.strerror}") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise ImportProblem("not a regular file: give the JSON as a file, or - for stdin")
+        with os.fdopen(fd, "rb") as f:
             data = f.read(MAX_JSON_BYTES + 1)
     if len(data) > MAX_JSON_BYTES:
-        raise ValueError(f"larger than {MAX_JSON_BYTES // 2**20} MiB")
+        raise ImportProblem(f"larger than {MAX_JSON_BYTES // 2**20} MiB")
     return data.decode("utf-8")
 
 

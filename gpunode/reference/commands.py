@@ -142,6 +142,14 @@ def exit_table() -> list[str]:
     return ["| exit | meaning |", "| --- | --- |", *rows]
 
 
+def _ranking() -> list[str]:
+    """What gpunode/exitcodes.py says beyond its table (which status wins when hosts differ)."""
+    from gpunode import exitcodes
+
+    paragraphs = inspect.cleandoc(exitcodes.__doc__ or "").split("\n\n")[1:]
+    return [" ".join(p.split()) for p in paragraphs]
+
+
 def index(found: dict[str, click.Command], command: str) -> str:
     from gpunode.cli import COMMANDS
 
@@ -159,6 +167,8 @@ def index(found: dict[str, click.Command], command: str) -> str:
         "## Exit codes",
         "",
         *exit_table(),
+        "",
+        *_ranking(),
     ]
     return "\n".join(lines) + "\n"
 

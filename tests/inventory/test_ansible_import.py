@@ -91,6 +91,8 @@ def test_hostile_names_and_values_are_refused_and_nothing_is_written(tmp_path: P
 
     done = gpunode("inventory", "import", "-", stdin="[1, 2")
     assert done.returncode == 2 and "error: <stdin>:" in done.stderr
+    done = gpunode("inventory", "import", str(tmp_path))
+    assert done.returncode == 2 and "not a regular file" in done.stderr
 
 
 def test_an_existing_file_is_kept_without_force(tmp_path: Path) -> None:
