@@ -31,6 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("execute",),
     ("views", "tui"),
     ("cli",),
+    ("reference",),
     ("__main__",),
 )
 

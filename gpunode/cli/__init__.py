@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "check": ("gpunode.cli.check", "check", "Validate an inventory and its stacks; touch no host."),
     "hosts": ("gpunode.cli.hosts", "hosts", "Show each host's merged desired state."),
     "schema": ("gpunode.cli.schema", "schema", "Print the inventory's JSON Schema."),
+    "inventory": ("gpunode.cli.inventory", "inventory", "Import an inventory from Ansible."),
     "facts": ("gpunode.cli.facts", "facts", "Gather what each host has, in one round trip."),
     "plan": ("gpunode.cli.plan", "plan", "Show what apply would change on each host."),
     "apply": ("gpunode.cli.apply", "apply", "Converge hosts to the inventory."),

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import copy
-import typing
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from gpunode.inventory.errors import InventoryError, Problem, explain, field_path
 from gpunode.inventory.model import Document, Host
 from gpunode.inventory.patterns import select
-from gpunode.inventory.text import bad_strings
+from gpunode.inventory.validation import validate
+from gpunode.inventory.varsfiles import VarsFiles, load_vars_files
 from gpunode.inventory.yamlpos import Path_, Position, Source, YamlError
 from gpunode.inventory.yamlsrc import load_file, load_text
 
@@ -51,7 +50,7 @@ def load(path: str | Path) -> Inventory:
         src = load_file(path)
     except YamlError as exc:
         raise InventoryError([Problem(exc.position, "", exc.message)]) from None
-    return build(src)
+    return build(src, Path(path).parent)
 
 
 def loads(text: str, file: str = "<inventory>") -> Inventory:
@@ -62,7 +61,8 @@ def loads(text: str, file: str = "<inventory>") -> Inventory:
     return build(src)
 
 
-def build(src: Source) -> Inventory:
+def build(src: Source, base: Path | None = None) -> Inventory:
+    """Validate and merge `src`; with `base`, the group_vars/ and host_vars/ files there too."""
     data = src.data
     if data is None:
         # An empty file (or comments only) is a mistake: a truncated copy, a wrong path.
@@ -79,40 +79,42 @@ def build(src: Source) -> Inventory:
                 )
             ]
         )
-    text_problems = [
-        Problem(
-            src.position(loc if is_key else (*loc, "<value>")) if loc else src.position(()),
-            field_path(loc),
-            problem,
-        )
-        for loc, is_key, problem in bad_strings(data)
-    ]
-    if text_problems:
-        raise InventoryError(text_problems)
-    try:
-        Document.model_validate(data)
-    except ValidationError as exc:
-        raise InventoryError(_problems(exc, src, (), Document)) from None
+    validate(src, data, Document)
 
-    layers_default = [((("defaults",)), data.get("defaults") or {})]
+    all_groups = data.get("groups") or {}
+    all_hosts = [*(h for g in all_groups.values() for h in (g or {}).get("hosts") or {}),
+                 *(data.get("hosts") or {})]  # fmt: skip
+    side = load_vars_files(src, base, all_groups, all_hosts) if base else VarsFiles()
+    layers_default: list[tuple[Path_, dict[str, Any]]] = [
+        (("defaults",), data.get("defaults") or {}),
+        *([side.all] if side.all else []),
+    ]
     membership: dict[str, list[tuple[str, Path_, dict[str, Any]]]] = {}
     groups: dict[str, list[str]] = {}
-    for gname, group in (data.get("groups") or {}).items():
+    for gname, group in all_groups.items():
         group = group or {}
         groups[gname] = list((group.get("hosts") or {}).keys())
         for hname, entry in (group.get("hosts") or {}).items():
             membership.setdefault(hname, []).append((gname, ("groups", gname), group))
+            if gname in side.groups:
+                prefix, settings = side.groups[gname]
+                membership[hname].append(("", prefix, settings))
             membership[hname].append(("", ("groups", gname, "hosts", hname), entry or {}))
     for hname, entry in (data.get("hosts") or {}).items():
         membership.setdefault(hname, []).append(("", ("hosts", hname), entry or {}))
+    for hname, (prefix, settings) in side.hosts.items():
+        membership[hname].append(("", prefix, settings))
 
-    _check_merged_size(src, layers_default[0][1], membership)
+    defaults: dict[str, Any] = {}
+    for _, settings in layers_default:
+        defaults = deep_merge(defaults, settings)
+    _check_merged_size(src, defaults, membership)
     hosts: dict[str, Host] = {}
     layers_of: dict[str, list[tuple[Path_, dict[str, Any]]]] = {}
     problems: list[Problem] = []
     for hname, layers in membership.items():
         stack: list[tuple[Path_, dict[str, Any]]] = list(layers_default)
-        merged: dict[str, Any] = copy.deepcopy(layers_default[0][1])
+        merged: dict[str, Any] = copy.deepcopy(defaults)
         member_of: list[str] = []
         for gname, prefix, layer in layers:
             body = {k: v for k, v in layer.items() if k != "hosts"} if gname else layer
@@ -208,54 +210,4 @@ def _provenance(stack: list[tuple[Path_, dict[str, Any]]], loc: Path_) -> Path_ 
             else:
                 found: Path_ = prefix
                 return found
-    return None
-
-
-def _problems(
-    exc: ValidationError, src: Source, prefix: Path_, root: type[BaseModel]
-) -> list[Problem]:
-    out = []
-    for err in exc.errors():
-        loc = tuple(p for p in err["loc"] if not _is_union_tag(p))
-        full = (*prefix, *loc)
-        position = src.position((*full, "<value>") if err["type"] != "extra_forbidden" else full)
-        if (*full, "<value>") not in src.positions:
-            position = src.position(full)
-        known = _known_keys(root, loc[:-1]) if err["type"] == "extra_forbidden" else ()
-        written = src.token_at(position) if err["type"] == "string_type" else ""
-        out.append(Problem(position, field_path(full), explain(dict(err), known, written)))
-    return out
-
-
-def _is_union_tag(part: str | int) -> bool:
-    # pydantic puts the chosen union member's name into `loc`; it means nothing to users.
-    if not isinstance(part, str):
-        return False
-    return part[:1].isupper() or part in {"str", "int", "float", "bool", "list[str]"}
-
-
-def _known_keys(root: type[BaseModel], loc: Iterable[str | int]) -> list[str]:
-    """Field names allowed at `loc`; free-form levels (group and host names) are stepped over."""
-    current: Any = root
-    in_dict = False
-    for part in loc:
-        if in_dict or isinstance(part, int):
-            in_dict = False
-            continue
-        fields = getattr(current, "model_fields", {})
-        if part not in fields:
-            return []
-        ann = fields[part].annotation
-        in_dict = typing.get_origin(ann) is dict
-        current = _model_in(typing.get_args(ann)[1] if in_dict else ann)
-    return sorted(getattr(current, "model_fields", {}).keys())
-
-
-def _model_in(ann: Any) -> Any:
-    if isinstance(ann, type) and issubclass(ann, BaseModel):
-        return ann
-    for arg in typing.get_args(ann):
-        found = _model_in(arg)
-        if found is not None:
-            return found
     return None

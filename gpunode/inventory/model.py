@@ -76,7 +76,13 @@ PATTERN_HINTS = {
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, regex_engine="python-re")
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        frozen=True,
+        regex_engine="python-re",
+        use_attribute_docstrings=True,  # descriptions for `gpunode schema` and docs/inventory.md
+    )
 
     @field_validator("*", mode="before")
     @classmethod
@@ -119,14 +125,24 @@ class AptSettings(Strict):
 
 class SshSettings(Strict):
     user: LoginName = "ubuntu"
+    """The login user on the host."""
     port: Annotated[int, Field(ge=1, le=65535)] = 22
+    """The SSH port."""
     identity_file: str | None = None
+    """A private key file; none: the SSH agent and the ssh config's keys."""
     host_key_policy: Literal["strict", "accept-new"] = "strict"
+    """strict: the host's key must already be in known_hosts. accept-new: an unknown host's key is
+    added on first contact; a changed key is refused either way."""
     known_hosts_file: str = "~/.ssh/known_hosts"
+    """The known_hosts file host keys are checked against (and added to, with accept-new)."""
     config_file: str | None = "~/.ssh/config"
+    """The ssh config file read for HostName, User, Port, IdentityFile and ProxyJump; null: none."""
     connect_timeout: Annotated[float, Field(gt=0)] = 10.0
+    """Seconds to wait for the TCP connection and the SSH login."""
     command_timeout: Annotated[float, Field(gt=0)] = 1800.0
+    """Seconds one command may run in all before it is stopped and the host failed."""
     keepalive: Annotated[float, Field(ge=0)] = 15.0
+    """Seconds between SSH keepalive messages on an idle connection; 0: none."""
     inactivity_timeout: Annotated[float, Field(gt=0)] = 30.0
     """Seconds a command may go without output and without exiting before the host is
     reported unreachable ("no output for N s"): a silent host or a dead peer."""
@@ -163,13 +179,16 @@ class Repos(Strict):
     conda_installer: Url = CONDA_INSTALLER
     """A versioned Miniconda installer (never `latest`: its sha256 is pinned below)."""
     conda_installer_sha256: Sha256 = CONDA_INSTALLER_SHA256
+    """The installer's sha256: checked before it runs."""
     cuda_keyring_sha256: dict[Name, Sha256] = Field(
         default_factory=lambda: dict(CUDA_KEYRING_SHA256)
     )
     """sha256 of cuda-keyring_1.1-1_all.deb per repository folder (ubuntu2204, ...): the
     trust anchor for every NVIDIA package. A mirror serves NVIDIA's files unchanged."""
     pytorch_index: Url = "https://download.pytorch.org/whl"
+    """PyTorch's wheel index (or a mirror): the CUDA builds of torch come from here."""
     pypi_index: Url | None = None
+    """A PyPI mirror for pip in the conda envs; none: pip's own default."""
     insecure_http: bool = False
     """Allow http:// for these repositories: for labs on a closed network only."""
 
@@ -183,7 +202,9 @@ class Driver(Strict):
     update: Literal["keep", "latest"] = "keep"
     """latest: move an installed release to the newest of its branch in the repository."""
     flavor: Literal["open", "proprietary"] = "open"
+    """The kernel modules: open (Turing and newer) or proprietary."""
     hold: bool = True
+    """apt-mark hold the driver packages, so an unattended upgrade cannot move them."""
 
     @model_validator(mode="before")
     @classmethod
@@ -208,7 +229,9 @@ class Driver(Strict):
 
 class Cuda(Strict):
     toolkits: list[Version] = Field(default_factory=lambda: ["13.0"])
+    """CUDA toolkits to install side by side, as `major.minor` series."""
     default: Version | None = None
+    """The toolkit /usr/local/cuda and the CUDA environment point at; none: the last of toolkits."""
 
     @property
     def default_toolkit(self) -> str | None:
@@ -226,8 +249,11 @@ PipVersion = Annotated[
 
 class CondaEnv(Strict):
     python: Version = "3.11"
+    """The env's Python series."""
     pytorch: Version | None = None
+    """A PyTorch release, installed as the wheel built for the default toolkit's CUDA."""
     tensorflow: Version | None = None
+    """A TensorFlow release (its `and-cuda` extra)."""
     packages: dict[Name, PipVersion] = Field(default_factory=dict)
     """More PyPI packages for the env, each at an exact version: {numpy: "1.26.4"}."""
 
@@ -238,14 +264,18 @@ class CondaEnv(Strict):
 
 class Conda(Strict):
     prefix: CondaPrefix = "/opt/conda"
+    """Where Miniconda is installed."""
     envs: dict[Name, CondaEnv] = Field(default_factory=dict)
+    """Conda envs by name."""
 
 
 class Gpus(Strict):
     """What the host is expected to have; used by checks and the smoke suite."""
 
     model: str | None = None
+    """The GPU model each host has (A100, H100, H200, L40S...): the smoke tests' expectations."""
     count: Annotated[int, Field(ge=0)] | None = None
+    """How many GPUs each host has."""
 
 
 SmokeTest = Literal[
@@ -260,12 +290,19 @@ SmokeTest = Literal[
 
 class Stack(Strict):
     driver: Driver | None = None
+    """The NVIDIA driver; none: not managed."""
     cuda: Cuda | None = None
+    """CUDA toolkits; none: not managed."""
     cudnn: PackageSpec | None = None
+    """cuDNN, for the default toolkit's CUDA major; none: not managed."""
     nccl: PackageSpec | None = None
+    """NCCL, a build for the default toolkit; none: not managed."""
     cuda_env: bool = False
+    """Set CUDA_HOME, PATH and LD_LIBRARY_PATH for every login shell."""
     conda: Conda | None = None
+    """Miniconda and its envs; none: not managed."""
     smoke: list[SmokeTest] = Field(default_factory=list)
+    """GPU smoke tests run after every apply (and by `gpunode smoke`)."""
     roles: list[Name] = Field(default_factory=list)
     """Extra roles (built-in or from the inventory's own roles/ folder), run after the stack."""
     vars: dict[str, str | int | float | bool | list[str]] = Field(default_factory=dict)
@@ -276,31 +313,43 @@ class Settings(Strict):
     """Everything that defaults, groups and hosts may set; later layers win."""
 
     connection: Literal["ssh", "local"] = "ssh"
+    """ssh: over SSH to `address`. local: on the controller itself."""
     ssh: SshSettings = Field(default_factory=SshSettings)
+    """How to reach the host over SSH."""
     become: Literal["sudo", "none"] = "sudo"
+    """sudo: run changes as root through sudo. none: the login user is root."""
     become_password_env: EnvName | None = None
     """Name of an environment variable holding the sudo password (never the password)."""
     become_pty: bool = False
     """Run sudo on a terminal from the first command (sudoers' `Defaults requiretty`).
     Without it, a terminal is requested once sudo says it needs one."""
     repos: Repos = Field(default_factory=Repos)
+    """Where packages and installers come from."""
     apt: AptSettings = Field(default_factory=AptSettings)
+    """How apt and dpkg are run."""
     gpus: Gpus = Field(default_factory=Gpus)
+    """The GPUs the host is expected to have."""
     stack: Stack = Field(default_factory=Stack)
+    """The software the host should have."""
 
 
 class HostEntry(Settings):
     address: Address | None = None
+    """The host's name or IP address to connect to."""
 
 
 class GroupEntry(Settings):
     hosts: dict[Name, HostEntry | None] = Field(default_factory=dict)
+    """The group's hosts by name, each with its own settings (or none)."""
 
 
 class Document(Strict):
     defaults: Settings = Field(default_factory=Settings)
+    """Settings for every host."""
     groups: dict[Name, GroupEntry | None] = Field(default_factory=dict)
+    """Groups by name: their settings win over defaults, in the order written."""
     hosts: dict[Name, HostEntry | None] = Field(default_factory=dict)
+    """Hosts by name: their settings win over their groups'."""
 
 
 class Host(HostEntry):

@@ -1,0 +1,123 @@
+"""`gpunode inventory import`: Ansible's `ansible-inventory --list` JSON to a gpunode inventory.
+
+tests/fixtures/ansible/list.json and list-export.json were made with ansible-core 2.19 from
+hosts.ini beside them (`ansible-inventory -i hosts.ini --list [--export]`); where
+ansible-inventory is on PATH, test_fixtures_are_what_ansible_prints makes them again.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpunode.inventory import load
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ansible"
+
+
+def gpunode(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gpunode", *args],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize("name", ["list.json", "list-export.json"])
+def test_real_ansible_output_imports_and_checks(tmp_path: Path, name: str) -> None:
+    out = tmp_path / "cluster.yaml"
+    done = gpunode("inventory", "import", str(FIXTURES / name), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    checked = gpunode("check", str(out))
+    assert checked.returncode == 0, checked.stderr
+    assert "4 hosts, 4 groups" in checked.stdout
+
+    inv = load(out)
+    a1, a2, h1 = (inv.hosts[n] for n in ("gpu-a100-01", "gpu-a100-02", "gpu-h100-01"))
+    assert (a1.address, a1.ssh.port, a1.ssh.user) == ("192.0.2.11", 22, "ubuntu")
+    assert (a2.address, a2.ssh.port) == ("192.0.2.12", 2222)
+    # The host's own ansible_user wins over its group's, as in Ansible.
+    assert (h1.ssh.user, h1.ssh.identity_file) == ("admin", "~/.ssh/h100_ed25519")
+    assert inv.hosts["localhost"].connection == "local"
+    assert sorted(inv.groups["gpu"]) == ["gpu-a100-01", "gpu-a100-02", "gpu-h100-01"]
+    assert inv.groups["a100"] == ["gpu-a100-01", "gpu-a100-02"]
+    assert "all" not in inv.groups and "ungrouped" not in inv.groups
+
+    text = out.read_text()
+    assert "hunter2" not in text and "become_pass" not in text
+    assert "ansible_become_password: a password, not copied" in done.stderr
+    assert "become_password_env" in done.stderr
+    for var in ("ansible_python_interpreter", "ntp_server"):
+        assert f"warning: {var}: no gpunode setting" in done.stderr
+
+
+def test_stdin_to_stdout_and_child_groups_win_over_parents(tmp_path: Path) -> None:
+    data = {
+        "_meta": {"hostvars": {"n1": {"ansible_host": "192.0.2.1"}, "n2": {}}},
+        "all": {"children": ["ungrouped", "gpu"], "vars": {"ansible_port": "2200"}},
+        "gpu": {"children": ["fast"], "hosts": ["n2"], "vars": {"ansible_user": "parent"}},
+        "fast": {"hosts": ["n1"], "vars": {"ansible_user": "child"}},
+    }
+    done = gpunode("inventory", "import", "-", stdin=json.dumps(data))
+    assert done.returncode == 0, done.stderr
+    (tmp_path / "inv.yaml").write_text(done.stdout)
+    inv = load(tmp_path / "inv.yaml")
+    assert inv.hosts["n1"].ssh.user == "child" and inv.hosts["n2"].ssh.user == "parent"
+    assert inv.hosts["n1"].ssh.port == 2200  # all's vars are the defaults; "2200" from INI text
+    assert inv.hosts["n2"].address == "n2"  # no ansible_host: Ansible connects to the name
+    assert inv.hosts["n1"].groups == ["gpu", "fast"]
+
+
+def test_hostile_names_and_values_are_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    out = tmp_path / "out.yaml"
+    bad_name = {"_meta": {"hostvars": {"x;reboot": {}}}, "all": {"hosts": ["x;reboot"]}}
+    done = gpunode("inventory", "import", "-", "-o", str(out), stdin=json.dumps(bad_name))
+    assert done.returncode == 2
+    assert "host 'x;reboot' is not a name" in done.stderr
+    assert not out.exists()
+
+    bad_value = {"_meta": {"hostvars": {"n1": {"ansible_host": "-oProxyCommand=x"}}}}
+    done = gpunode("inventory", "import", "-", "-o", str(out), stdin=json.dumps(bad_value))
+    assert done.returncode == 2
+    assert "hosts.n1.address" in done.stderr and "nothing was written" in done.stderr
+    assert not out.exists()
+
+    done = gpunode("inventory", "import", "-", stdin="[1, 2")
+    assert done.returncode == 2 and "error: <stdin>:" in done.stderr
+    done = gpunode("inventory", "import", str(tmp_path))
+    assert done.returncode == 2 and "not a regular file" in done.stderr
+
+
+def test_an_existing_file_is_kept_without_force(tmp_path: Path) -> None:
+    out = tmp_path / "cluster.yaml"
+    out.write_text("keep me\n")
+    source = str(FIXTURES / "list.json")
+    done = gpunode("inventory", "import", source, "-o", str(out))
+    assert done.returncode == 2 and "pass --force" in done.stderr
+    assert out.read_text() == "keep me\n"
+    done = gpunode("inventory", "import", source, "-o", str(out), "--force")
+    assert done.returncode == 0
+    assert "gpu-a100-01" in load(out).hosts
+
+
+@pytest.mark.skipif(shutil.which("ansible-inventory") is None, reason="ansible-core not here")
+@pytest.mark.parametrize(("name", "extra"), [("list.json", []), ("list-export.json", ["--export"])])
+def test_fixtures_are_what_ansible_prints(name: str, extra: list[str]) -> None:
+    made = subprocess.run(
+        ["ansible-inventory", "-i", str(FIXTURES / "hosts.ini"), "--list", *extra],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    now, kept = json.loads(made.stdout), json.loads((FIXTURES / name).read_text())
+    now["_meta"].pop("profile", None)
+    kept["_meta"].pop("profile", None)
+    assert now == kept
