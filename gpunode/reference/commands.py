@@ -32,11 +32,6 @@ EXAMPLES: dict[str, list[str]] = {
     "report": ["gpunode report", "gpunode report --list"],
     "smoke": ["gpunode smoke inventories/lab.yaml --only nccl-allreduce"],
     "top": ["gpunode top inventories/lab.yaml"],
-    "lab": [
-        "gpunode lab up --hosts 4 --gpus 2 --model H200",
-        "gpunode lab inventory > lab.yaml",
-        "gpunode lab down",
-    ],
 }
 """Command lines shown on each page (tests parse each one against its command)."""
 
