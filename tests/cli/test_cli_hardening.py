@@ -9,8 +9,8 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from dataclasses import dataclass
+from math import inf
 from pathlib import Path
 
 import pytest
@@ -24,15 +24,16 @@ class Run:
     stdout: str
     stderr: str
     seconds: float
+    """CPU seconds (user + system) of the gpunode process: unlike wall time, not
+    stretched by other work on a busy machine."""
     rss_mb: float
 
 
 def gpunode(*args: str, timeout: float = 30) -> Run:
-    """Run `python -m gpunode ARGS`; measure its wall time and its own peak memory."""
+    """Run `python -m gpunode ARGS`; measure its CPU time and its own peak memory."""
     with tempfile.TemporaryDirectory() as tmp:
         out_path, err_path = Path(tmp, "out"), Path(tmp, "err")
         with out_path.open("wb") as out, err_path.open("wb") as err:
-            start = time.monotonic()
             rss_path = Path(tmp, "rss")
             # A small parent forks gpunode and reads its rusage: a child forked straight
             # from this (large) test process would carry our own peak across exec.
@@ -45,8 +46,8 @@ def gpunode(*args: str, timeout: float = 30) -> Run:
             killer.start()
             proc.wait()
             killer.cancel()
-            seconds = time.monotonic() - start
-        rss = float(rss_path.read_text()) if rss_path.exists() else float("inf")
+        measured = rss_path.read_text().split() if rss_path.exists() else []
+        seconds, rss = (float(measured[0]), float(measured[1])) if measured else (inf, inf)
         return Run(
             proc.returncode,
             out_path.read_text(errors="replace"),
@@ -62,7 +63,7 @@ pid = os.fork()
 if pid == 0:
     os.execv(sys.argv[2], sys.argv[2:])
 _, status, usage = os.wait4(pid, 0)
-open(sys.argv[1], "w").write(str(usage.ru_maxrss / 1024))
+open(sys.argv[1], "w").write(f"{usage.ru_utime + usage.ru_stime} {usage.ru_maxrss / 1024}")
 sys.exit(os.waitstatus_to_exitcode(status))
 """
 
