@@ -48,3 +48,10 @@ def become_password(hosts: list[Host], ask: bool) -> Secret | None:
     if not ask:
         return None
     return Secret(click.prompt("sudo password", hide_input=True, err=True))
+
+
+def inventory_name(path: str) -> str:
+    """The inventory's name, as the GPU view and titles show it: its file's stem."""
+    from pathlib import Path
+
+    return Path(path).stem or path

@@ -117,7 +117,7 @@ def test_top_shows_every_lab_gpu_moving_survives_a_dropped_host_and_quits(
         )
         t.keys("n")
     t.keys("o")
-    t.wait(lambda s: "Lab overview" in s)
+    t.wait(lambda s: "inventory  " in s and "o: one host" in s)  # the overview, named
 
     # lab-02 drops: sshd stops taking connections and its running session is cut.
     down = hosts[1]
