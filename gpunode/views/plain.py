@@ -19,6 +19,8 @@ from gpunode.events import (
     ChangeStarted,
     CommandOutput,
     Event,
+    HostFinished,
+    HostStatusChanged,
     HostUnreachable,
     PlanReady,
     RebootFinished,
@@ -117,7 +119,9 @@ class PlainPrinter:
             line = last_line(e.text)
             if run is not None and line:
                 run.last = line
-        elif isinstance(e, ChangeFinished | HostUnreachable | RebootStarted):
+        elif isinstance(e, ChangeFinished | HostFinished | HostUnreachable | RebootStarted) or (
+            isinstance(e, HostStatusChanged) and e.status in ("failed", "unreachable")
+        ):  # a host that fails mid-change (sudo refused, gone silent) has no ChangeFinished
             self._running.pop(e.host, None)
 
     def _beat(self) -> None:

@@ -56,6 +56,21 @@ def test_beats_come_at_most_once_an_interval() -> None:
     assert not out.getvalue().splitlines()[0].endswith(":")  # without output: no ": "
 
 
+def test_a_host_that_fails_mid_change_stops_beating() -> None:
+    out = io.StringIO()
+    p = PlainPrinter(out, heartbeat=0.2)
+    p(ev.ChangeStarted("gpu1", index=1, total=1, title="driver: install"))
+    p(ev.ChangeStarted("gpu2", index=1, total=1, title="driver: install"))
+    wait_for(out, r"still running: \[gpu1\]")
+    p(ev.HostStatusChanged("gpu1", status="failed", detail="sudo: incorrect password"))
+    mark = len(out.getvalue().splitlines())
+    wait_for(out, r"still running: \[gpu2\] driver: install \([1-9]s\)")
+    time.sleep(0.5)
+    later = out.getvalue().splitlines()[mark:]
+    p(ev.RunFinished("", exit_code=2, seconds=1.0))
+    assert later and not any("[gpu1]" in ln for ln in later), later
+
+
 def test_last_line_is_the_last_non_blank_one_cut_to_a_line() -> None:
     assert last_line("a\nb\n\n") == "b"
     assert last_line("x" * 500).endswith("…") and len(last_line("x" * 500)) == 160
