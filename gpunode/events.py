@@ -188,6 +188,8 @@ class ChangeStarted(Event):
     total: int
     title: str
     role: str = ""
+    commands: tuple[str, ...] = ()
+    """Its steps' commands as `plan` shows them (a file's content on stdin is never in them)."""
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from gpunode.cli import options as opt
-from gpunode.cli.common import become_password, load_selected
+from gpunode.cli.common import become_password, inventory_name, load_selected
 from gpunode.exitcodes import ExitCode
 
 if TYPE_CHECKING:
@@ -58,7 +58,8 @@ def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...
         click.echo("nothing was changed", err=True)
         sys.exit(ExitCode.OK)
     record = session.open_record(inventory, limit)
-    code = _show(session, as_json=as_json, tui=tty and not no_tui, verbose=verbose, diff=diff)
+    code = _show(session, as_json=as_json, tui=tty and not no_tui, verbose=verbose, diff=diff,
+                 fleet=inventory_name(inventory))  # fmt: skip
     # the view may close a moment before the run hands back its result
     run = session.finish(timeout=0 if code == ExitCode.INTERRUPTED else 30)
     if run is None:
@@ -71,12 +72,13 @@ def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...
     sys.exit(run.exit_code)
 
 
-def _show(session: ApplySession, *, as_json: bool, tui: bool, verbose: bool, diff: bool) -> int:
+def _show(session: ApplySession, *, as_json: bool, tui: bool, verbose: bool, diff: bool,
+          fleet: str) -> int:  # fmt: skip
     """Run the session under the view asked for; the view's exit status (0 but for the TUI)."""
     if tui and not as_json:
         from gpunode.tui import run_apply_tui
 
-        return run_apply_tui(session)
+        return run_apply_tui(session, fleet=fleet)
     from gpunode.views.jsonl import JsonLines
     from gpunode.views.plain import PlainPrinter
 

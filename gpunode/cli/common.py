@@ -40,7 +40,7 @@ def load_selected(path: str, limit: str | None) -> tuple[Any, list[Any]]:
 
 def become_password(hosts: list[Host], ask: bool) -> Secret | None:
     """The -K password (prompted now) or None; a sudo password that cannot be used (a line
-    break, a control character) ends the command before any host is contacted, exit 2."""
+    break, a control character) ends the command before any host is contacted (bad input)."""
     from gpunode.transport.connect import password_problem, take_become_passwords
     from gpunode.transport.secret import Secret
 
@@ -53,3 +53,10 @@ def become_password(hosts: list[Host], ask: bool) -> Secret | None:
         click.echo(f"error: {problem}; nothing was contacted", err=True)
         sys.exit(ExitCode.BAD_INPUT)
     return password
+
+
+def inventory_name(path: str) -> str:
+    """The inventory's name, as the GPU view and titles show it: its file's stem."""
+    from pathlib import Path
+
+    return Path(path).stem or path

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from typing import Any
 
 import click
 
@@ -15,9 +16,18 @@ from gpunode.exitcodes import ExitCode
 @click.command("report")
 @click.argument("run", required=False)
 @click.option("--list", "list_runs", is_flag=True, help="List recorded runs, oldest first.")
+@click.option(
+    "--host",
+    "only_host",
+    metavar="H",
+    help="Only this host, with the full output of its failed step.",
+)
 @json_option
-def report(run: str | None, list_runs: bool, as_json: bool) -> None:
-    """Show RUN (an id, a prefix of one, or a path; the latest when omitted)."""
+def report(run: str | None, list_runs: bool, only_host: str | None, as_json: bool) -> None:
+    """Show RUN (an id, a prefix of one, or a path; the latest when omitted).
+
+    Records live in the state directory's runs/ ($GPUNODE_STATE_DIR, else the user's state
+    directory) and are kept until deleted."""
     from gpunode import records
 
     if list_runs:
@@ -43,6 +53,15 @@ def report(run: str | None, list_runs: bool, as_json: bool) -> None:
         )
         sys.exit(ExitCode.ERROR)
     data = records.load_run(found)
+    if only_host is not None:
+        hosts = data.get("hosts", {})
+        if only_host not in hosts:
+            known = ", ".join(hosts) or "none"
+            click.echo(
+                f"error: no host {only_host!r} in run {data['id']} (hosts: {known})", err=True
+            )
+            sys.exit(ExitCode.ERROR)
+        data["hosts"] = {only_host: hosts[only_host]}
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
@@ -65,6 +84,26 @@ def report(run: str | None, list_runs: bool, as_json: bool) -> None:
                 f"  {c['status']:<8} {c['title']} ({c['reason']}) {c['seconds']:.1f}s"
                 + (f": {c['message']}" if c.get("message") else "")
             )
+            if c.get("output"):
+                if only_host is None:
+                    click.echo(f"    full output: gpunode report {data['id']} --host {name}")
+                else:
+                    click.echo(step_output(c["output"]), nl=False)
         smoke = h.get("smoke") or {}
         for r in smoke.get("results", []):
             click.echo(f"  smoke {r.get('status')}: {r.get('name')} {r.get('reason', '')}".rstrip())
+
+
+def step_output(output: dict[str, Any]) -> str:
+    """A failed step's command and full output, as the record keeps it."""
+    code = output.get("exit_code")
+    lines = [f"    $ {output.get('command', '')}", f"    exit {code if code is not None else '-'}"]
+    for stream in ("stdout", "stderr"):
+        text = str(output.get(stream) or "")
+        cut = int(output.get(f"{stream}_cut") or 0)
+        head = f"    --- {stream}"
+        if cut:
+            head += f" (its first {cut} bytes were cut; the last {len(text.encode())} kept)"
+        lines.append(head if text or cut else f"{head}: empty")
+        lines.extend(text.splitlines())
+    return "\n".join(lines) + "\n"

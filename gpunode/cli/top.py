@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from gpunode.cli.common import load_selected
+from gpunode.cli.common import inventory_name, load_selected
 from gpunode.cli.options import inventory_argument, limit_option
 from gpunode.exitcodes import ExitCode
 
@@ -43,5 +43,6 @@ def top(inventory: str, limit: str | None, interval: float) -> None:
     use_nvml = any(h.connection == "local" for h in hosts) and NvmlSource.available()
     stale = max(5.0, 5 * interval)
     with sampling(hosts, interval=interval, use_nvml=use_nvml, stale_after=stale) as board:
-        code = run_top(board, title=f"gpunode top · {inventory}")
+        fleet = inventory_name(inventory)
+        code = run_top(board, title=f"gpunode top · {fleet}", fleet=fleet)
     sys.exit(code)

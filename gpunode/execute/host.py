@@ -27,6 +27,7 @@ from gpunode.events import (
     RebootFinished,
     RebootStarted,
 )
+from gpunode.execute.output import StepOutput
 from gpunode.execute.readhost import read_host
 from gpunode.execute.result import ChangeResult, HostResult
 from gpunode.facts.model import HostFacts
@@ -243,13 +244,18 @@ class HostRun:
 
     def _change(self, c: Change, total: int, facts: HostFacts) -> bool:
         name, i = self.host.name, self.index
-        self.bus.emit(ChangeStarted(name, index=i, total=total, title=c.title, role=c.role))
+        shown = tuple(s.shown() for s in c.steps)
+        self.bus.emit(
+            ChangeStarted(name, index=i, total=total, title=c.title, role=c.role, commands=shown)
+        )
         diff = self._diff(c) if self.opts.diff else ""
         start = time.monotonic()
         done: list[str] = []
         for step in c.steps:
+            said: dict[str, list[str]] = {"stdout": [], "stderr": []}
 
-            def out(stream: str, text: str, i: int = i) -> None:
+            def out(stream: str, text: str, i: int = i, said: dict[str, list[str]] = said) -> None:
+                said[stream].append(text)
                 self.bus.emit(CommandOutput(name, index=i, stream=stream, text=text))  # type: ignore[arg-type]
 
             try:
@@ -261,15 +267,18 @@ class HostRun:
                         on_output=out,
                         timeout=self.host.ssh.command_timeout,
                     )
-            except CommandTimeoutError as exc:
-                return self._change_failed(c, i, start, done, f"timed out: {exc}", diff)
             except (BecomeError, HostUnreachableError):
                 raise  # sudo refused, or a host gone silent: the host's own outcome
-            except (TransportError, EOFError, OSError) as exc:  # the session cut under it
-                why = f"the SSH connection was lost while it ran ({exc or type(exc).__name__})"
-                if c.apt:
-                    why += "; an interrupted dpkg run is finished by the next apply"
-                return self._change_failed(c, i, start, done, why, diff)
+            except (TransportError, EOFError, OSError) as exc:
+                if isinstance(exc, CommandTimeoutError):
+                    why = f"timed out: {exc}"
+                else:  # the session cut under it
+                    why = f"the SSH connection was lost while it ran ({exc or type(exc).__name__})"
+                    if c.apt:
+                        why += "; an interrupted dpkg run is finished by the next apply"
+                said_out, said_err = "".join(said["stdout"]), "".join(said["stderr"])
+                output = StepOutput.capped(step.shown(), None, said_out, said_err)
+                return self._change_failed(c, i, start, done, why, diff, output)
             self.result.round_trips += 1
             done.append(step.shown())
             if not res.ok:
@@ -278,7 +287,8 @@ class HostRun:
                     why = "the SSH connection was lost while it ran (" + why + ")"
                     if c.apt:
                         why += "; an interrupted dpkg run is finished by the next apply"
-                return self._change_failed(c, i, start, done, why, diff)
+                output = StepOutput.capped(step.shown(), res.exit_code, res.stdout, res.stderr)
+                return self._change_failed(c, i, start, done, why, diff, output)
         secs = round(time.monotonic() - start, 3)
         self.result.changes.append(
             ChangeResult(c.title, c.role, c.op, c.reason, "changed", secs, done, diff=diff)
@@ -307,11 +317,18 @@ class HostRun:
         return not probe.ok or getattr(self.t, "connections_opened", None) != before
 
     def _change_failed(
-        self, c: Change, i: int, start: float, done: list[str], why: str, diff: str
+        self,
+        c: Change,
+        i: int,
+        start: float,
+        done: list[str],
+        why: str,
+        diff: str,
+        output: StepOutput,
     ) -> bool:
         secs = round(time.monotonic() - start, 3)
         self.result.changes.append(
-            ChangeResult(c.title, c.role, c.op, c.reason, "failed", secs, done, why, diff)
+            ChangeResult(c.title, c.role, c.op, c.reason, "failed", secs, done, why, diff, output)
         )
         self.bus.emit(
             ChangeFinished(

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from gpunode.events import HostRecap
+from gpunode.execute.output import StepOutput
 from gpunode.exitcodes import ExitCode
 
 HostOutcome = Literal["ok", "changed", "failed", "unreachable", "hostkey-changed", "skipped"]
@@ -23,6 +24,8 @@ class ChangeResult:
     commands: list[str] = field(default_factory=list)
     message: str = ""
     diff: str = ""
+    output: StepOutput | None = None
+    """A failed change's failing step: its command and full output."""
 
 
 @dataclass

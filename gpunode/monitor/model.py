@@ -24,6 +24,7 @@ class GpuSample:
     power_limit: float | None  # W
     sm_clock: int | None  # MHz
     ts: float
+    driver: str = ""  # the driver's version, e.g. 580.159.04
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ QUERY_FIELDS: tuple[str, ...] = (
     "power.draw",
     "power.limit",
     "clocks.sm",
+    "driver_version",
 )
 APPS_FIELDS: tuple[str, ...] = ("gpu_uuid", "pid", "used_memory", "process_name")
 
@@ -95,6 +96,7 @@ def parse_gpu_line(
         power_limit=as_float(f.get("power.limit", "")),
         sm_clock=as_int(f.get("clocks.sm", "")),
         ts=ts,
+        driver=value(f.get("driver_version", "")) or "",
     )
 
 

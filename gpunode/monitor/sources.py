@@ -233,6 +233,7 @@ class NvmlSource:
             power_limit=limit / 1000.0 if limit is not None else None,
             sm_clock=get(lambda: int(nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM))),
             ts=now,
+            driver=_text(get(nv.nvmlSystemGetDriverVersion)),
         )
 
     def _processes(self, nv: Any, handles: list[Any]) -> list[GpuProcess]:
@@ -265,3 +266,10 @@ class NvmlSource:
 
     def close(self) -> None:
         pass
+
+
+def _text(value: Any) -> str:
+    """NVML's strings: bytes from older bindings, str from newer ones."""
+    if isinstance(value, bytes):
+        return value.decode(errors="replace")
+    return str(value or "")

@@ -28,6 +28,7 @@ def run_tui(
     on_retry: Callable[[list[str]], None] | None = None,
     board: Board | None = None,
     title: str = "gpunode apply",
+    fleet: str = "",
 ) -> int:
     """Show a run full-screen until the user quits; returns the run's exit code.
 
@@ -38,6 +39,7 @@ def run_tui(
     on_retry: called with the failed+unreachable host names when the user presses `r`;
         it must return quickly and run the work on its own thread, emitting events.
     board: a monitor Board (with its Sampler already started) for the GPUs tab.
+    fleet: the inventory's name, which the GPUs tab's overview shows.
     Returns RunFinished.exit_code, 0 if the run never finished and was not running,
     130 if the user quit while the run was in progress, or 1 if the app itself failed.
     """
@@ -69,6 +71,7 @@ def run_tui(
         board=board,
         on_retry=on_retry,
         title=title,
+        fleet=fleet,
         on_ready=start if jobs else None,
     )
     if isinstance(events, Bus):
@@ -76,9 +79,10 @@ def run_tui(
     return _exit_code(app, app.run())
 
 
-def run_apply_tui(session: ApplySession) -> int:
+def run_apply_tui(session: ApplySession, *, fleet: str = "") -> int:
     """An apply session in the run view: the session runs once the app is up, `r` calls
-    its retry, and the GPUs tab reads the hosts' GPUs as `gpunode top` does."""
+    its retry, and the GPUs tab reads the hosts' GPUs as `gpunode top` does. `fleet`: the
+    inventory's name, in the title and the GPUs overview."""
     from gpunode.monitor.hosts import sampling
 
     hosts = session.hosts
@@ -89,6 +93,8 @@ def run_apply_tui(session: ApplySession) -> int:
             work=session.run,
             board=board,
             on_retry=session.retry,
+            title=f"gpunode apply · {fleet}" if fleet else "gpunode apply",
+            fleet=fleet,
         )
 
 
@@ -99,9 +105,12 @@ def _exit_code(app: Any, code: int | None) -> int:
     return int(app.return_code or 0)
 
 
-def run_top(board: Board, *, title: str = "gpunode top", interval: float = 0.5) -> int:
-    """The GPU view alone, reading `board` (fed by a started Sampler) until `q`."""
+def run_top(
+    board: Board, *, title: str = "gpunode top", fleet: str = "", interval: float = 0.5
+) -> int:
+    """The GPU view alone, reading `board` (fed by a started Sampler) until `q`; `fleet`
+    (the inventory's name) heads its overview."""
     from gpunode.tui.app import GpunodeApp
 
-    app = GpunodeApp(mode="top", board=board, title=title, gpu_interval=interval)
+    app = GpunodeApp(mode="top", board=board, title=title, fleet=fleet, gpu_interval=interval)
     return _exit_code(app, app.run())

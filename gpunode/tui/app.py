@@ -38,6 +38,7 @@ class GpunodeApp(App[int]):
         on_retry: RetryCallback | None = None,
         clock: Callable[[], float] = time.time,
         title: str = "gpunode",
+        fleet: str = "",
         gpu_interval: float = 0.5,
         event_interval: float = 0.1,
         on_ready: Callable[[], None] | None = None,
@@ -55,8 +56,9 @@ class GpunodeApp(App[int]):
                 clock=clock,
                 gpu_interval=gpu_interval,
                 event_interval=event_interval,
+                fleet=fleet,
             ),
-            "top": lambda: TopScreen(board, clock=clock, interval=gpu_interval),
+            "top": lambda: TopScreen(board, clock=clock, interval=gpu_interval, fleet=fleet),
         }
         self._first_screen = screens[mode]
 

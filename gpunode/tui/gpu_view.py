@@ -1,4 +1,5 @@
-"""GPU view: the lab overview (one line per host) or one host's GPUs and processes.
+"""GPU view: the fleet's overview (one line per host: its GPU models, driver, load) or one
+host's GPUs and processes.
 
 Reads a monitor Board on its own timer; never samples anything itself.
 """
@@ -37,7 +38,8 @@ class Col:
 LAB_COLS = (
     Col("", 1, "link"),
     Col("host", 16, "host"),
-    Col("GPUs", 4, "gpus"),
+    Col("GPUs", 14, "gpus"),
+    Col("driver", 10, "driver"),
     Col("util%", 5, "util"),
     Col("util history", SPARK_W, "util"),
     Col("mem GiB used/total", 18, "mem"),
@@ -104,6 +106,26 @@ def _power(draw: float | None, limit: float | None) -> str:
     return f"{num(draw)}/{num(limit)}"
 
 
+def short_model(name: str) -> str:
+    """A GPU's model as the overview names it: "NVIDIA H100 80GB HBM3" -> "H100 80GB"."""
+    words = name.removeprefix("NVIDIA ").removeprefix("GeForce ").removeprefix("Tesla ").split()
+    return " ".join(words[:2]) or "?"
+
+
+def gpu_models(gpus: Sequence[GpuSample]) -> str:
+    """How many GPUs of each model a host has: "8x H200", "4x A100-SXM4-80GB + 1x L40S"."""
+    counts: dict[str, int] = {}
+    for g in sorted(gpus, key=lambda g: g.index):
+        model = short_model(g.name)
+        counts[model] = counts.get(model, 0) + 1
+    return " + ".join(f"{n}x {model}" for model, n in counts.items()) if counts else "-"
+
+
+def drivers(gpus: Sequence[GpuSample]) -> str:
+    """The host's driver version (one per host, but each sample says its own)."""
+    return "/".join(sorted({g.driver for g in gpus if g.driver})) or "-"
+
+
 def lab_row(v: HostView, now: float) -> tuple[dict[str, SortValue], list[Cell]]:
     gpus = list(v.gpus.values())
     util = _mean([g.util for g in gpus])
@@ -119,7 +141,8 @@ def lab_row(v: HostView, now: float) -> tuple[dict[str, SortValue], list[Cell]]:
     cells: list[Cell] = [
         Text(m, style=mstyle),
         Text(v.name, style=st),
-        Text(str(len(gpus)) if gpus else "-", style=st, justify="right"),
+        Text(gpu_models(gpus), style=st),
+        Text(drivers(gpus), style=st),
         Text(num(util), style=_style(link, util), justify="right"),
         Text(sparkline(_mean_history(v.history), SPARK_W), style="dim" if st else "green"),
         Text(f"{gib(used)}/{gib(total)}", style=st, justify="right"),
@@ -132,6 +155,7 @@ def lab_row(v: HostView, now: float) -> tuple[dict[str, SortValue], list[Cell]]:
         "link": LINK_ORDER.get(link, 9),
         "host": v.name,
         "gpus": len(gpus),
+        "driver": drivers(gpus),
         "util": util if util is not None else -1.0,
         "mem": used if used is not None else -1.0,
         "temp": temp if temp is not None else -1.0,
@@ -172,7 +196,8 @@ def gpu_row(
 
 
 class GpuView(Vertical):
-    """Lab overview <-> one host's GPUs (`o`), sorted by any column (`s`, `S`, header click)."""
+    """The fleet's overview <-> one host's GPUs (`o`), sorted by any column (`s`, `S`, header
+    click). `fleet` names the overview: the inventory's name."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("o", "toggle_mode", "Overview/host"),
@@ -190,10 +215,12 @@ class GpuView(Vertical):
         *,
         clock: Callable[[], float] = time.time,
         interval: float = 0.5,
+        fleet: str = "",
         id: str | None = None,
     ) -> None:
         super().__init__(id=id)
         self.board = board
+        self.fleet = fleet
         self.clock = clock
         self.interval = interval
         self.host: str | None = board.hosts[0] if board and board.hosts else None
@@ -287,7 +314,7 @@ class GpuView(Vertical):
         if self.mode == "lab":
             n_gpu = sum(len(v.gpus) for v in self._views.values())
             live = sum(1 for link in self._links.values() if link == "live")
-            head.append("Lab overview", "bold")
+            head.append(self.fleet or "Overview", "bold")
             head.append(f"  {len(self._views)} hosts ({live} live), {n_gpu} GPUs")
             head.append(f"  ·  sorted by {col or 'status'} {arrow}  ·  ")
             head.append("o: one host  enter: open", "dim")
@@ -373,7 +400,7 @@ class GpuView(Vertical):
         else:
             self.sort[self.mode] = key
             # Numbers read best largest first; names A to Z.
-            self.reverse[self.mode] = key not in ("host", "name", "gpu", "link")
+            self.reverse[self.mode] = key not in ("host", "name", "gpu", "link", "driver")
         self.refresh_data()
 
     def action_cycle_sort(self) -> None:

@@ -48,8 +48,10 @@ class RunScreen(HostsScreen):
         clock: Callable[[], float] = time.time,
         gpu_interval: float = 0.5,
         event_interval: float = 0.1,
+        fleet: str = "",
     ) -> None:
         super().__init__()
+        self.fleet = fleet
         self.state = state
         self.inbox = inbox
         self.board = board
@@ -64,7 +66,13 @@ class RunScreen(HostsScreen):
             with TabPane("Run", id="run"):
                 yield RunView(self.state, clock=self.clock, id="run-view")
             with TabPane("GPUs", id="gpus-tab"):
-                yield GpuView(self.board, clock=self.clock, interval=self.gpu_interval, id="gpus")
+                yield GpuView(
+                    self.board,
+                    clock=self.clock,
+                    interval=self.gpu_interval,
+                    fleet=self.fleet,
+                    id="gpus",
+                )
             with TabPane("Smoke", id="smoke"):
                 yield SmokeView(self.state, id="smoke-view")
 

@@ -17,7 +17,7 @@ KEYS = """\
   [b]↑ ↓[/b]       move between hosts (the run view shows the selected host)
   [b]/[/b]         filter hosts (text or glob); enter keeps it, escape clears it
   [b]r[/b]         retry the failed and unreachable hosts
-  [b]o[/b]         GPUs: lab overview <-> one host's GPUs
+  [b]o[/b]         GPUs: the overview <-> one host's GPUs
   [b]enter[/b]     GPUs: open the host under the cursor
   [b]n p[/b]       GPUs: next / previous host
   [b]s S[/b]       GPUs: sort by the next column / reverse (or click a header)

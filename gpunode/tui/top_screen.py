@@ -21,14 +21,18 @@ class TopScreen(HostsScreen):
         *,
         clock: Callable[[], float] = time.time,
         interval: float = 0.5,
+        fleet: str = "",
     ) -> None:
         super().__init__()
         self.board = board
+        self.fleet = fleet
         self.clock = clock
         self.interval = interval
 
     def compose_body(self) -> ComposeResult:
-        yield GpuView(self.board, clock=self.clock, interval=self.interval, id="gpus")
+        yield GpuView(
+            self.board, clock=self.clock, interval=self.interval, fleet=self.fleet, id="gpus"
+        )
 
     def focus_body(self) -> None:
         found = self.query("#gpu-table")

@@ -1,35 +1,138 @@
-"""The plain live view: one line per event that matters, for logs and pipes."""
+"""The plain live view: one timestamped line per event that matters, for logs and pipes.
+
+A change that runs long gets a heartbeat line every `heartbeat` seconds (its elapsed time
+and its last line of output), so a log shows a 10-minute install is alive. The heartbeat
+is this view's own clock: a thread that only formats what events already told it; the
+executor, blocked in its command, has nothing to say between output chunks.
+"""
 
 from __future__ import annotations
 
+import os
+import threading
+import time
+from dataclasses import dataclass
 from typing import TextIO
 
 from gpunode.events import (
     ChangeFinished,
+    ChangeStarted,
     CommandOutput,
     Event,
+    HostFinished,
+    HostStatusChanged,
     HostUnreachable,
     PlanReady,
     RebootFinished,
     RebootStarted,
+    RunFinished,
     RunStarted,
     SmokeResult,
 )
 
+HEARTBEAT_ENV = "GPUNODE_HEARTBEAT"
+HEARTBEAT_DEFAULT = 15.0
+LAST_LINE_MAX = 160
+
+
+def heartbeat_interval() -> float:
+    """Seconds between heartbeats of a running change: GPUNODE_HEARTBEAT, else 15."""
+    try:
+        value = float(os.environ.get(HEARTBEAT_ENV, HEARTBEAT_DEFAULT))
+    except ValueError:
+        return HEARTBEAT_DEFAULT
+    return value if value > 0 else HEARTBEAT_DEFAULT
+
+
+def stamp(ts: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(ts))
+
+
+def last_line(text: str) -> str:
+    """The last non-blank line of an output chunk (a progress bar's last redraw after \\r)."""
+    for line in reversed(text.replace("\r", "\n").splitlines()):
+        line = line.strip()
+        if line:
+            return line if len(line) <= LAST_LINE_MAX else line[: LAST_LINE_MAX - 1] + "…"
+    return ""
+
+
+@dataclass
+class Running:
+    """A change a host is running, as the events told it."""
+
+    title: str
+    started: float
+    beat: float
+    last: str = ""
+
 
 class PlainPrinter:
-    """Subscribe to a Bus; writes lines like `changed: [gpu1] driver: NVIDIA driver ...`."""
+    """Subscribe to a Bus; writes lines like `12:00:01 changed: [gpu1] driver: ... (3.2s)`."""
 
-    def __init__(self, out: TextIO, *, verbose: bool = False, diff: bool = False) -> None:
+    def __init__(
+        self,
+        out: TextIO,
+        *,
+        verbose: bool = False,
+        diff: bool = False,
+        heartbeat: float | None = None,
+    ) -> None:
         self.out = out
         self.verbose = verbose
         self.diff = diff
+        self.heartbeat = heartbeat if heartbeat is not None else heartbeat_interval()
+        self._running: dict[str, Running] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
     def __call__(self, e: Event) -> None:
-        line = self.line(e)
-        if line is not None:
-            self.out.write(line + "\n")
-            self.out.flush()
+        with self._lock:
+            self._track(e)
+            text = self.line(e)
+            if text is not None:
+                self._write(e.ts, text)
+        if isinstance(e, ChangeStarted) and self._thread is None:
+            self._thread = threading.Thread(target=self._beat, name="plain-heartbeat", daemon=True)
+            self._thread.start()
+        if isinstance(e, RunFinished):
+            self.close()
+
+    def close(self) -> None:
+        """Stop the heartbeat thread (the run is over)."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+
+    def _write(self, ts: float, text: str) -> None:
+        t = stamp(ts)
+        self.out.write("".join(f"{t} {ln}\n" for ln in text.split("\n")))
+        self.out.flush()
+
+    def _track(self, e: Event) -> None:
+        if isinstance(e, ChangeStarted):
+            now = time.monotonic()
+            self._running[e.host] = Running(e.title, now, now)
+        elif isinstance(e, CommandOutput):
+            run = self._running.get(e.host)
+            line = last_line(e.text)
+            if run is not None and line:
+                run.last = line
+        elif isinstance(e, ChangeFinished | HostFinished | HostUnreachable | RebootStarted) or (
+            isinstance(e, HostStatusChanged) and e.status in ("failed", "unreachable")
+        ):  # a host that fails mid-change (sudo refused, gone silent) has no ChangeFinished
+            self._running.pop(e.host, None)
+
+    def _beat(self) -> None:
+        tick = min(1.0, self.heartbeat / 4)
+        while not self._stop.wait(tick):
+            with self._lock:
+                now = time.monotonic()
+                for host, run in self._running.items():
+                    if now - run.beat >= self.heartbeat:
+                        run.beat = now
+                        self._write(time.time(), heartbeat_line(host, run, now))
 
     def line(self, e: Event) -> str | None:
         h = f"[{e.host}]"
@@ -43,6 +146,11 @@ class PlainPrinter:
                 return f"refused: {h} {e.refused}"
             n = len(e.changes)
             return f"plan: {h} {n} change{'s' * (n != 1)}" if n else f"ok: {h} already converged"
+        if isinstance(e, ChangeStarted):
+            text = f"running: {h} {e.title} ({e.index}/{e.total})"
+            if self.verbose:
+                text += "".join(f"\n  {h} $ {cmd}" for cmd in e.commands)
+            return text
         if isinstance(e, ChangeFinished):
             word = {"skipped": "would change", "changed": "changed", "failed": "failed"}.get(
                 e.status, e.status
@@ -63,6 +171,11 @@ class PlainPrinter:
             r = e.result
             reason = f": {r.reason}" if r.reason else ""
             return f"smoke {r.status}: {h} {r.name}{reason}"
-        if isinstance(e, CommandOutput) and self.verbose:
+        if isinstance(e, CommandOutput) and self.verbose and e.text.strip():
             return "\n".join(f"  {h} {ln}" for ln in e.text.rstrip("\n").splitlines())
         return None
+
+
+def heartbeat_line(host: str, run: Running, now: float) -> str:
+    text = f"still running: [{host}] {run.title} ({now - run.started:.0f}s)"
+    return f"{text}: {run.last}" if run.last else text

@@ -7,6 +7,7 @@ The lab is started with `--sudo-password-env`: its hosts' sudo asks for the pass
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -295,3 +296,29 @@ def test_sudo_rs_prompt_and_refusal_are_understood(
         assert "not the password" not in res.stdout + res.stderr
     finally:
         reset(pwlab)
+
+
+def test_a_failed_steps_full_output_in_the_record_holds_no_password(
+    pwlab: Lab, tmp_path: Path
+) -> None:
+    """The step runs under sudo, which is given the password on the command's stdin: the
+    step then prints what is left of its stdin and its environment, and fails."""
+    role = tmp_path / "roles" / "leaky"
+    role.mkdir(parents=True)
+    (role / "tasks.yaml").write_text(
+        "- name: print stdin and env, then fail\n  op: command\n"
+        '  cmd: [sh, -c, "echo begin; cat; env; echo end; exit 5"]\n'
+        "  creates: /etc/never-there\n"
+    )
+    inv = pwlab.inventory(tmp_path, **NO_STACK, roles=["leaky"])
+    res = pwlab.gpunode("apply", str(inv), "--yes", "--no-tui", "--no-smoke", timeout=60)
+    assert res.returncode == 2, res.stdout[-2000:] + res.stderr[-2000:]
+    record = Path(res.stderr.split("run record: ")[1].split()[0])
+    data = json.loads(record.read_text())
+    (failed,) = data["hosts"][HOST]["changes"]
+    out = failed["output"]
+    assert out["exit_code"] == 5 and out["stdout"].startswith("begin\n"), out
+    assert out["stdout"].rstrip().endswith("end") and "SUDO_USER=ubuntu" in out["stdout"]
+    assert PASSWORD.encode() not in record.read_bytes()
+    shown = pwlab.gpunode("report", data["id"], "--host", HOST)
+    assert "SUDO_USER=ubuntu" in shown.stdout and PASSWORD not in shown.stdout + res.stdout

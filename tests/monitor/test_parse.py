@@ -39,12 +39,13 @@ def test_parses_real_two_gpu_capture_in_the_monitor_field_order() -> None:
     assert [s.index for s in samples if s] == [0, 1]
     assert [s.power_draw for s in samples if s] == [83.46, 80.07]
     assert [s.sm_clock for s in samples if s] == [345, 345]
+    assert [s.driver for s in samples if s] == ["580.159.04", "580.159.04"]
 
 
 def test_missing_values_are_none() -> None:
-    line = "3, NVIDIA H200, GPU-x, [N/A], 10, 143771, [Not Supported], [N/A], 700.00, [N/A]"
+    line = "3, NVIDIA H200, GPU-x, [N/A], 10, 143771, [Not Supported], [N/A], 700.00, [N/A], [N/A]"
     s = parse_gpu_line(line, "h", 0.0)
-    assert s is not None
+    assert s is not None and s.driver == ""
     assert s.util is None and s.temp is None and s.power_draw is None and s.sm_clock is None
     assert s.mem_used == 10 and s.power_limit == 700.0
 

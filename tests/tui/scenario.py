@@ -129,15 +129,22 @@ def smoke_events() -> list[ev.Event]:
     ]
 
 
+# gpu-d is of another generation: H100s on an older driver
+MODELS = {"gpu-d": ("NVIDIA H100 80GB HBM3", 81559, "575.57.08")}
+H200 = ("NVIDIA H200", 143771, "580.159.04")
+
+
 def samples(host: str, n: int, tick: int, ts: float) -> list[GpuSample]:
+    name, total, driver = MODELS.get(host, H200)
     out = []
     for i in range(n):
         util = float((tick * 7 + i * 13 + len(host) * 5) % 101)
         out.append(
-            GpuSample(host=host, index=i, name="NVIDIA H200",
+            GpuSample(host=host, index=i, name=name,
                       uuid=f"GPU-{host}-{i}", util=util, mem_used=1024 * (i + 1) + tick,
-                      mem_total=143771, temp=35.0 + util / 4, power_draw=83.46 + util * 6,
-                      power_limit=700.0, sm_clock=1980 if util > 5 else 345, ts=ts)
+                      mem_total=total, temp=35.0 + util / 4, power_draw=83.46 + util * 6,
+                      power_limit=700.0, sm_clock=1980 if util > 5 else 345, ts=ts,
+                      driver=driver)
         )  # fmt: skip
     return out
 

@@ -9,7 +9,7 @@ from gpunode.tui.gpu_view import GpuView
 from gpunode.tui.smoke_view import SmokeView
 from tests.tui import scenario as sc
 
-UTIL, MEM, TEMP, POWER, STATE = 3, 5, 7, 8, 9
+UTIL, MEM, TEMP, POWER, STATE = 4, 6, 8, 9, 10
 HOST_UTIL, HOST_CLOCK = 3, 9
 
 
@@ -26,7 +26,10 @@ async def test_overview_one_line_per_host_with_aggregates() -> None:
         assert gv.mode == "lab" and gv.rows() == list(sc.HOSTS)
         a = board.view("gpu-a")
         mean = sum(g.util or 0 for g in a.gpus.values()) / 8
-        assert gv.cell_text("gpu-a", 2) == "8"
+        assert gv.cell_text("gpu-a", 2) == "8x H200"
+        assert gv.cell_text("gpu-a", 3) == "580.159.04"
+        assert gv.cell_text("gpu-d", 2) == "8x H100 80GB"
+        assert gv.cell_text("gpu-d", 3) == "575.57.08"
         assert gv.cell_text("gpu-a", UTIL) == f"{mean:.0f}"
         max_temp = max(g.temp or 0 for g in a.gpus.values())
         assert gv.cell_text("gpu-a", TEMP) == f"{max_temp:.0f}"
@@ -34,7 +37,7 @@ async def test_overview_one_line_per_host_with_aggregates() -> None:
         assert gv.cell_text("gpu-a", POWER) == f"{draw:.0f}/5600"
         used = sum(g.mem_used or 0 for g in a.gpus.values()) / 1024
         assert gv.cell_text("gpu-a", MEM) == f"{used:.1f}/{8 * 143771 / 1024:.1f}"
-        assert len(gv.cell_text("gpu-a", 4).strip()) == 20  # a full sparkline
+        assert len(gv.cell_text("gpu-a", 5).strip()) == 20  # a full sparkline
 
 
 async def test_stale_host_keeps_last_values_and_is_marked() -> None:
@@ -47,7 +50,7 @@ async def test_stale_host_keeps_last_values_and_is_marked() -> None:
         assert gv.cell_text("gpu-c", STATE).startswith(
             "stale 16s ago · retry in 4s: nvidia-smi ended"
         )
-        assert gv.cell_text("gpu-c", 2) == "8"  # last values kept
+        assert gv.cell_text("gpu-c", 2) == "8x H200"  # last values kept
         assert gv.cell_text("gpu-a", 0) == "●" and gv.cell_text("gpu-a", STATE).startswith("live")
 
 
@@ -73,7 +76,7 @@ async def test_sort_by_column_keys_and_header_click() -> None:
         await settle(pilot)
         gv = app.query_one(GpuView)
         utils = {h: float(gv.cell_text(h, UTIL)) for h in sc.HOSTS}
-        await pilot.click("#gpu-table", offset=(30, 0))  # the util% header
+        await pilot.click("#gpu-table", offset=(51, 0))  # the util% header
         await settle(pilot)
         assert gv.sort_key() == ("util", True)
         assert gv.rows() == sorted(sc.HOSTS, key=lambda h: (utils[h], h), reverse=True)

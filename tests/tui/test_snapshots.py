@@ -19,7 +19,13 @@ SIZE = (150, 42)
 
 
 def run_app() -> GpunodeApp:
-    app = GpunodeApp(hosts=sc.HOSTS, board=sc.board(), clock=sc.clock, title="gpunode apply")
+    app = GpunodeApp(
+        hosts=sc.HOSTS,
+        board=sc.board(),
+        clock=sc.clock,
+        title="gpunode apply · fleet",
+        fleet="fleet",
+    )
     for e in sc.run_events():
         app.post_event(e)
     return app
@@ -49,12 +55,16 @@ def test_run_view_recap(snap_compare: Any) -> None:
 
 
 def test_gpu_view_lab_overview(snap_compare: Any) -> None:
-    app = GpunodeApp(mode="top", board=sc.board(), clock=sc.clock, title="gpunode top")
+    app = GpunodeApp(
+        mode="top", board=sc.board(), clock=sc.clock, title="gpunode top · fleet", fleet="fleet"
+    )
     assert snap_compare(app, terminal_size=SIZE, run_before=settle)
 
 
 def test_gpu_view_one_host(snap_compare: Any) -> None:
-    app = GpunodeApp(mode="top", board=sc.board(), clock=sc.clock, title="gpunode top")
+    app = GpunodeApp(
+        mode="top", board=sc.board(), clock=sc.clock, title="gpunode top · fleet", fleet="fleet"
+    )
 
     async def before(pilot: Pilot[Any]) -> None:
         await settle(pilot)

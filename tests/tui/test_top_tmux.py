@@ -44,7 +44,8 @@ def top(tmp_path: Path) -> Iterator[tuple[Tmux, Path]]:
 def test_top_shows_live_gpus_survives_a_drop_and_quits(top: tuple[Tmux, Path]) -> None:
     t, down = top
     s = t.wait(lambda s: "live" in host_line(s, "local-a") and "live" in host_line(s, "local-b"))
-    assert "Lab overview" in s and "2 hosts (2 live), 8 GPUs" in s
+    assert "gpunode top · inv" in s and "inv  2 hosts (2 live), 8 GPUs" in s
+    assert "4x H200" in host_line(s, "local-a") and "580.159.04" in host_line(s, "local-a")
     line = host_line(s, "local-a")
     assert "/561.6" in line  # 4 x 143771 MiB, in GiB
     first = line
