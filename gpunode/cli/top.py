@@ -30,9 +30,9 @@ def top(inventory: str, limit: str | None, interval: float, once: bool, as_json:
     One long-lived channel per host streams `nvidia-smi --query-gpu ... -lms`; nothing is
     installed on the hosts. A host that drops is shown stale and reconnected with backoff.
 
-    With --once (no terminal needed), print one sample of every host and exit: 0 every
-    host sampled, 4 some host could not be read. --json prints one `top-sample` JSON
-    line per host.
+    With --once (no terminal needed), print one sample of every host and exit: success
+    when every host sent one, the unreachable status when some host could not be read.
+    --json prints one `top-sample` JSON line per host.
     """
     _, hosts = load_selected(inventory, limit)
     if not hosts:

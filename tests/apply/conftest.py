@@ -83,7 +83,10 @@ class Lab:
 
 
 def events(stdout: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+    """`apply --json`'s lines: every one an `apply-event` envelope."""
+    evs = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+    assert all((e["kind"], e["schema"]) == ("apply-event", 1) for e in evs), evs[:3]
+    return evs
 
 
 def start_lab(tmp: pytest.TempPathFactory, *up_args: str) -> Iterator[Lab]:
@@ -137,7 +140,7 @@ def apply(lab: Lab, inv: Path, *args: str) -> tuple[int, list[dict[str, Any]]]:
     res = lab.gpunode("apply", str(inv), "--yes", "--json", *args)
     assert res.returncode in (0, 2, 4), res.stderr
     evs = events(res.stdout)
-    assert evs and evs[-1]["event"] == "Recap", res.stdout[-2000:] + res.stderr[-2000:]
+    assert evs and evs[-1]["event"] == "recap", res.stdout[-2000:] + res.stderr[-2000:]
     return res.returncode, evs
 
 

@@ -102,8 +102,8 @@ def test_a_password_with_shell_characters_works_and_is_never_written_or_shown(
     assert seen, "the process list was never read while apply ran"
     assert proc.returncode == 0, out.decode()[-2000:] + err.decode()[-2000:]
     evs = events(out.decode())
-    assert [e["status"] for e in of(evs, "ChangeFinished", HOST)] and all(
-        e["status"] == "changed" for e in of(evs, "ChangeFinished", HOST)
+    assert [e["status"] for e in of(evs, "change-finished", HOST)] and all(
+        e["status"] == "changed" for e in of(evs, "change-finished", HOST)
     )
     assert "export CUDA_HOME=/usr/local/cuda" in as_root(inv, "cat /etc/profile.d/gpunode-cuda.sh")
     assert secret not in out and secret not in err
@@ -122,11 +122,11 @@ def test_a_wrong_password_fails_within_seconds(pwlab: Lab, tmp_path: Path) -> No
     res = pwlab.gpunode("apply", str(inv), "--yes", "--json", "--no-smoke", env=env, timeout=60)
     took = time.monotonic() - start
     assert res.returncode == 2, res.stdout[-2000:] + res.stderr[-2000:]
-    (done,) = of(events(res.stdout), "HostFinished", HOST)
+    (done,) = of(events(res.stdout), "host-finished", HOST)
     assert done["message"] == f"sudo: incorrect password for ubuntu@{HOST}", done
     assert took < 15, f"a wrong password took {took:.1f} s"
-    assert of(events(res.stdout), "ChangeFinished", HOST) == [] or all(
-        e["status"] != "changed" for e in of(events(res.stdout), "ChangeFinished", HOST)
+    assert of(events(res.stdout), "change-finished", HOST) == [] or all(
+        e["status"] != "changed" for e in of(events(res.stdout), "change-finished", HOST)
     )
     assert b"not the password" not in res.stdout.encode() + res.stderr.encode()
 
@@ -142,12 +142,12 @@ def test_requiretty_fails_with_sudos_reason(pwlab: Lab, tmp_path: Path) -> None:
         # gpunode asks for no pty (sudo reads the password from stdin): sudo's own reason
         assert res.returncode == 2, res.stdout[-2000:] + res.stderr[-2000:]
         evs = events(res.stdout)
-        (done,) = of(evs, "HostFinished", HOST)
+        (done,) = of(evs, "host-finished", HOST)
         assert done["message"] == (
             f"sudo failed for ubuntu@{HOST}: sudo: sorry, you must have a tty to run sudo"
         )
         assert done["changed"] == 0 and took < 15
-        assert all(e["status"] != "changed" for e in of(evs, "ChangeFinished", HOST))
+        assert all(e["status"] != "changed" for e in of(evs, "change-finished", HOST))
         assert PASSWORD not in res.stdout + res.stderr
     finally:
         reset(pwlab)
