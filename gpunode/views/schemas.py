@@ -43,7 +43,7 @@ class Envelope(BaseModel):
 
 
 def _envelope(kind: str) -> dict[str, Any]:
-    """The fields of an output model: the envelope's, then `kind` fixed to `kind`."""
+    """An output model's `kind` field, fixed to `kind` (`Envelope` has the other two)."""
     return {"kind": (Literal[kind], Field(description="What this output is."))}
 
 

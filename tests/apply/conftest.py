@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from gpunode.events import EVENT_NAMES
 from tests.conftest import SLOT, slot_net
 
 NET = slot_net(231)  # hosts on 127.0.231.11+, repository on 127.0.231.10
@@ -82,6 +83,9 @@ class Lab:
         return out
 
 
+EVENT_WORDS = {*EVENT_NAMES.values(), "recap"}
+
+
 def events(stdout: str) -> list[dict[str, Any]]:
     """`apply --json`'s lines: every one an `apply-event` envelope."""
     evs = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
@@ -145,6 +149,9 @@ def apply(lab: Lab, inv: Path, *args: str) -> tuple[int, list[dict[str, Any]]]:
 
 
 def of(evs: list[dict[str, Any]], kind: str, host: str | None = None) -> list[dict[str, Any]]:
+    """The events named `kind` (of `host`); a name that is no event's word is refused, so
+    `of(evs, "ChangeStarted") == []` cannot pass by naming nothing."""
+    assert kind in EVENT_WORDS, f"{kind!r} is not an event's word (docs/json.md)"
     return [e for e in evs if e["event"] == kind and (host is None or e["host"] == host)]
 
 
