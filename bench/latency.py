@@ -84,8 +84,8 @@ def phases(host: Host, env: dict[str, str], inventory: Path) -> dict[str, float]
     t0 = time.perf_counter()
     proc = subprocess.run(apply, env=env, capture_output=True, text=True, check=False)
     out["apply"] = time.perf_counter() - t0
-    recap = json.loads(proc.stdout.splitlines()[-1])
-    if proc.returncode != 0 or recap["hosts"][0]["changed"]:
+    recap = json.loads(proc.stdout.splitlines()[-1])  # the last apply-event: the recap
+    if proc.returncode != 0 or recap["event"] != "recap" or recap["hosts"][0]["changed"]:
         raise SystemExit(f"the converged apply changed something or failed:\n{proc.stdout}")
     return out
 

@@ -5,8 +5,8 @@ to a `Bus`; the plain printer, `--json` and the TUI subscribe (run records are
 written from the run's result, not from events). Each event is a frozen dataclass,
 and so is each payload a view reads (`PlannedChange`, `SmokeCheck`, `HostRecap`),
 so views read fields, never guess dictionary keys; `to_json` gives `--json`'s
-objects. `FactsGathered.facts` alone stays the facts model's JSON: no view reads
-it. Secrets never go into an event.
+objects, named by `EVENT_NAMES`. `FactsGathered.facts` alone stays the facts model's
+JSON: no view reads it. Secrets never go into an event.
 """
 
 from __future__ import annotations
@@ -40,11 +40,12 @@ class Event:
     ts: float = field(default_factory=time.time, kw_only=True)
 
     @property
-    def kind(self) -> str:
-        return type(self).__name__
+    def name(self) -> str:
+        """The event's word in `--json` (`EVENT_NAMES`), e.g. "change-started"."""
+        return EVENT_NAMES[type(self)]
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"event": self.kind}
+        out: dict[str, Any] = {"event": self.name}
         for f in dataclasses.fields(self):
             out[f.name] = _json(getattr(self, f.name))
         return out
@@ -244,6 +245,26 @@ class RunFinished(Event):
     hosts: tuple[HostRecap, ...] = ()
     """The recap of the hosts this run converged (a retry's: only those it retried)."""
 
+
+EVENT_NAMES: dict[type[Event], str] = {
+    RunStarted: "run-started",
+    HostStatusChanged: "host-status",
+    HostConnecting: "host-connecting",
+    HostConnected: "host-connected",
+    HostUnreachable: "host-unreachable",
+    FactsGathered: "facts-gathered",
+    PlanReady: "plan-ready",
+    ChangeStarted: "change-started",
+    CommandOutput: "command-output",
+    ChangeFinished: "change-finished",
+    RebootStarted: "reboot-started",
+    RebootFinished: "reboot-finished",
+    SmokeResult: "smoke-result",
+    HostFinished: "host-finished",
+    RunFinished: "run-finished",
+}
+"""Every event's word in `--json` output (docs/json.md documents each): words, not class
+names, so a renamed class never breaks a script."""
 
 Subscriber = Callable[[Event], None]
 

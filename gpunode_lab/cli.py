@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from typing import Any
@@ -145,7 +144,9 @@ def status(as_json: bool) -> None:
         if cfg is not None:
             doc.update(config={k: v for k, v in vars(cfg).items() if k != "names"})
         doc["hosts"] = hosts or []
-        click.echo(json.dumps(doc, indent=2))
+        from gpunode.views.envelope import dumps
+
+        click.echo(dumps("lab-status", doc))
         return
     if cfg is None:
         click.echo(f"no lab in {paths.root}; start one with `gpunode lab up`")

@@ -3,42 +3,44 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from gpunode.cli.common import load_selected
-from gpunode.cli.options import inventory_argument, limit_option
+from gpunode.cli.options import inventory_argument, json_option, limit_option
 from gpunode.exitcodes import ExitCode
+
+if TYPE_CHECKING:
+    from gpunode.inventory.loader import Inventory
 
 
 @click.command()
 @inventory_argument
 @limit_option
-def check(inventory: str, limit: str | None) -> None:
+@json_option
+def check(inventory: str, limit: str | None, as_json: bool) -> None:
     """Validate INVENTORY: strict YAML, the inventory's shape, and whether each host's
     stack can work at all (driver vs CUDA, cuDNN/NCCL builds, PyTorch wheels, open
     kernel modules). Every problem is reported at once with file:line:column.
 
     Exit codes: 0 valid, 2 problems found.
     """
-    from gpunode.compat import check_host
     from gpunode.inventory.text import printable
 
-    inv, hosts = load_selected(inventory, limit)
-    # The same finding set by `defaults` applies to many hosts: report it once, naming them.
-    seen: dict[tuple[str, str], list[str]] = {}
-    for host in hosts:
-        for finding in check_host(host):
-            from gpunode.inventory.errors import field_path
-
-            where = f"{inv.where(host.name, finding.loc)}: {field_path(finding.loc)}"
-            key = (where, finding.message)
-            seen.setdefault(key, []).append(host.name)
-    for (where, message), names in seen.items():
+    inv, hosts = _load_json(inventory, limit) if as_json else load_selected(inventory, limit)
+    problems = _findings(inv, hosts)
+    if as_json:
+        _echo_json(inventory, problems, hosts=[h.name for h in hosts], groups=len(inv.groups))
+        sys.exit(ExitCode.BAD_INPUT if problems else ExitCode.OK)
+    for p in problems:
+        names = p["hosts"]
         who = names[0] if len(names) == 1 else f"{len(names)} hosts ({', '.join(names)})"
-        click.echo(printable(f"error: {where}: {message} [{who}]"), err=True)
-    if seen:
-        n = len(seen)
+        click.echo(
+            printable(f"error: {p['where']}: {p['field']}: {p['message']} [{who}]"), err=True
+        )
+    if problems:
+        n = len(problems)
         click.echo(
             f"{n} problem{'s' if n != 1 else ''} in {printable(inventory)}; nothing was changed.",
             err=True,
@@ -49,3 +51,47 @@ def check(inventory: str, limit: str | None) -> None:
         f"{printable(inventory)}: ok ({len(hosts)} host{'s' if len(hosts) != 1 else ''}, "
         f"{groups} group{'s' if groups != 1 else ''})"
     )
+
+
+def _findings(inv: Inventory, hosts: list[Any]) -> list[dict[str, Any]]:
+    """Each host's stack findings; the same finding set by `defaults` applies to many
+    hosts: one problem, naming them all."""
+    from gpunode.compat import check_host
+    from gpunode.inventory.errors import field_path
+
+    seen: dict[tuple[str, str, str], list[str]] = {}
+    for host in hosts:
+        for finding in check_host(host):
+            key = (str(inv.where(host.name, finding.loc)), field_path(finding.loc), finding.message)
+            seen.setdefault(key, []).append(host.name)
+    return [
+        {"where": where, "field": field, "message": message, "hosts": names}
+        for (where, field, message), names in seen.items()
+    ]
+
+
+def _load_json(path: str, limit: str | None) -> tuple[Inventory, list[Any]]:
+    """The inventory and its selected hosts; an inventory that does not load is the
+    `check` document of its problems (exit 2)."""
+    from gpunode.inventory import InventoryError, PatternError, load
+
+    try:
+        inv = load(path)
+        return inv, inv.select(limit)
+    except InventoryError as exc:
+        problems = [
+            {"where": str(p.position), "field": p.field, "message": p.message, "hosts": []}
+            for p in exc.problems
+        ]
+    except PatternError as exc:
+        problems = [{"where": "--limit", "field": "", "message": str(exc), "hosts": []}]
+    _echo_json(path, problems, hosts=[], groups=0)
+    sys.exit(ExitCode.BAD_INPUT)
+
+
+def _echo_json(path: str, problems: list[dict[str, Any]], *, hosts: list[str], groups: int) -> None:
+    from gpunode.views.envelope import dumps
+
+    doc = {"inventory": path, "ok": not problems, "hosts": hosts, "groups": groups,
+           "problems": problems}  # fmt: skip
+    click.echo(dumps("check", doc))

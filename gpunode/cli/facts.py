@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 import click
@@ -34,13 +33,14 @@ def facts(
     """
     from gpunode.events import Bus
     from gpunode.facts.gather import gather_all
+    from gpunode.views.envelope import dumps
     from gpunode.views.facts import facts_json, facts_summary, facts_text
 
     _, hosts = load_selected(inventory, limit)
     password = become_password(hosts, ask_become_pass)
     outcomes = gather_all(hosts, bus=Bus(), forks=forks, become_password=password)
     if as_json:
-        click.echo(json.dumps(facts_json(outcomes), indent=2))
+        click.echo(dumps("facts", facts_json(outcomes)))
     else:
         if outcomes:
             click.echo(facts_text(outcomes))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from gpunode.cli.common import load_selected
@@ -21,8 +19,10 @@ def hosts(inventory: str, limit: str | None, as_json: bool) -> None:
 
     _, selected = load_selected(inventory, limit)
     if as_json:
-        out = {h.name: h.model_dump(mode="json", exclude={"name"}) for h in selected}
-        click.echo(json.dumps(out, indent=2))  # ensure_ascii: every control is \u-escaped
+        from gpunode.views.envelope import dumps
+
+        out = {h.name: h.model_dump(mode="json") for h in selected}
+        click.echo(dumps("hosts", {"hosts": out}))  # ensure_ascii: every control is \u-escaped
         return
     # Every line quotes inventory text: escape what is unprintable (the loader refuses
     # control characters already; this keeps a terminal safe whatever slips through).

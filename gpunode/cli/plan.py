@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
@@ -51,6 +50,7 @@ def plan(
     from gpunode.execute.preview import plan_hosts
     from gpunode.resolve.index import RepoVersions
     from gpunode.roles import search_path
+    from gpunode.views.envelope import dumps
     from gpunode.views.planview import plan_text
 
     _, hosts = load_selected(inventory, limit)
@@ -80,7 +80,7 @@ def plan(
         if not as_json:
             click.echo(plan_text(p))
     if as_json:
-        click.echo(json.dumps({"hosts": doc}, indent=2))
+        click.echo(dumps("plan", {"hosts": doc}))
     else:
         click.echo(_summary(doc, refused, unreachable, hostkey), err=True)
     if hostkey:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from typing import Any
@@ -63,7 +62,9 @@ def report(run: str | None, list_runs: bool, only_host: str | None, as_json: boo
             sys.exit(ExitCode.ERROR)
         data["hosts"] = {only_host: hosts[only_host]}
     if as_json:
-        click.echo(json.dumps(data, indent=2))
+        from gpunode.views.envelope import dumps
+
+        click.echo(dumps("report", data))
         return
     started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(data.get("started", 0)))
     click.echo(f"run {data['id']}: {data.get('command')} {data.get('inventory')}")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 
@@ -57,6 +56,7 @@ def smoke(
     from gpunode.smoke.runner import smoke_hosts
     from gpunode.transport.connect import take_become_passwords
     from gpunode.transport.hostkeys import names_key_change
+    from gpunode.views.envelope import dumps
 
     start = time.monotonic()
     _, hosts = load_selected(inventory, limit)
@@ -74,7 +74,7 @@ def smoke(
     bus.emit(RunFinished("", exit_code=int(code), seconds=time.monotonic() - start))
     if as_json:
         click.echo(
-            json.dumps({"hosts": [r.to_json() for r in results], "exit_code": code}, indent=2)
+            dumps("smoke", {"hosts": [r.to_json() for r in results], "exit_code": int(code)})
         )
     else:
         click.echo(render(results))

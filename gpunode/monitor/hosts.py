@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from gpunode.monitor.board import Board
+from gpunode.monitor.board import Board, HostView
 from gpunode.monitor.sampler import Sampler, SourceFactory
 from gpunode.monitor.sources import NvmlSource, SmiSource, Source
 
@@ -40,3 +41,19 @@ def sampling(
         yield board
     finally:
         sampler.stop()
+
+
+def first_views(board: Board, *, interval: float, timeout: float) -> list[HostView]:
+    """Every host's view once each has sent a sample or failed (or `timeout` passed).
+    After the last first sample it waits one more `interval`: a host's GPUs may come in
+    over several reads, and its processes are read beside the first samples."""
+    deadline = time.monotonic() + timeout
+
+    def settled() -> bool:
+        return all(v.gpus or v.status == "down" for v in board.views())
+
+    while not settled() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if any(v.gpus for v in board.views()):
+        time.sleep(min(interval, max(0.0, deadline - time.monotonic())))
+    return board.views()

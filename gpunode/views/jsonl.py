@@ -1,11 +1,13 @@
-"""`--json`: one JSON object per event, then a recap object."""
+"""`--json` of `apply`: one `apply-event` envelope per event, each on its own line; the
+last line is the `recap` (docs/json.md)."""
 
 from __future__ import annotations
 
-import json
+from collections.abc import Mapping
 from typing import Any, TextIO
 
 from gpunode.events import Event
+from gpunode.views.envelope import dumps
 
 
 class JsonLines:
@@ -15,6 +17,7 @@ class JsonLines:
     def __call__(self, e: Event) -> None:
         self.write(e.to_json())
 
-    def write(self, obj: dict[str, Any]) -> None:
-        self.out.write(json.dumps(obj, sort_keys=False, default=str) + "\n")
+    def write(self, obj: Mapping[str, Any]) -> None:
+        """`obj` (with its "event" word) as one `apply-event` line."""
+        self.out.write(dumps("apply-event", obj) + "\n")
         self.out.flush()

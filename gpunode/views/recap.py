@@ -7,11 +7,11 @@ changed" on its line."""
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Sequence
 
 from gpunode.events import HostRecap
 from gpunode.execute.result import RunResult
+from gpunode.views.envelope import dumps
 
 
 def recap_lines(rows: Sequence[HostRecap]) -> list[str]:
@@ -41,8 +41,7 @@ def recap_text(run: RunResult) -> str:
 
 
 def recap_json(run: RunResult, record: str) -> str:
-    """The last line of `apply --json`."""
+    """The last line of `apply --json`: the `recap` event, with the run record's path."""
     hosts = [dataclasses.asdict(r) for r in run.recap()]
-    return json.dumps(
-        {"event": "Recap", "hosts": hosts, "exit_code": run.exit_code, "record": record}
-    )
+    payload = {"event": "recap", "hosts": hosts, "exit_code": int(run.exit_code), "record": record}
+    return dumps("apply-event", payload)

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from gpunode.events import EVENT_NAMES
 from tests.conftest import SLOT, slot_net
 
 NET = slot_net(231)  # hosts on 127.0.231.11+, repository on 127.0.231.10
@@ -82,8 +83,14 @@ class Lab:
         return out
 
 
+EVENT_WORDS = {*EVENT_NAMES.values(), "recap"}
+
+
 def events(stdout: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+    """`apply --json`'s lines: every one an `apply-event` envelope."""
+    evs = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+    assert all((e["kind"], e["schema"]) == ("apply-event", 1) for e in evs), evs[:3]
+    return evs
 
 
 def start_lab(tmp: pytest.TempPathFactory, *up_args: str) -> Iterator[Lab]:
@@ -137,11 +144,14 @@ def apply(lab: Lab, inv: Path, *args: str) -> tuple[int, list[dict[str, Any]]]:
     res = lab.gpunode("apply", str(inv), "--yes", "--json", *args)
     assert res.returncode in (0, 2, 4), res.stderr
     evs = events(res.stdout)
-    assert evs and evs[-1]["event"] == "Recap", res.stdout[-2000:] + res.stderr[-2000:]
+    assert evs and evs[-1]["event"] == "recap", res.stdout[-2000:] + res.stderr[-2000:]
     return res.returncode, evs
 
 
 def of(evs: list[dict[str, Any]], kind: str, host: str | None = None) -> list[dict[str, Any]]:
+    """The events named `kind` (of `host`); a name that is no event's word is refused, so
+    `of(evs, "ChangeStarted") == []` cannot pass by naming nothing."""
+    assert kind in EVENT_WORDS, f"{kind!r} is not an event's word (docs/json.md)"
     return [e for e in evs if e["event"] == kind and (host is None or e["host"] == host)]
 
 

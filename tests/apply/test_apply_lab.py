@@ -34,7 +34,7 @@ HOSTS = ("lab-01", "lab-02")
 def test_first_apply_converges_second_changes_nothing(lab: Lab, tmp_path: Path) -> None:
     inv = lab.inventory(tmp_path, **STACK)
     code, evs = apply(lab, inv)
-    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "HostFinished")]
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "host-finished")]
     for host in HOSTS:
         pk = packages(inv, host)
         assert pk["nvidia-open-550"][0].startswith("550.163.01-") and pk["nvidia-open-550"][1]
@@ -58,17 +58,17 @@ def test_first_apply_converges_second_changes_nothing(lab: Lab, tmp_path: Path) 
             inv, host, "cat /etc/modprobe.d/gpunode-blacklist-nouveau.conf"
         )
         # the fresh host had no driver loaded: one reboot, then the module is the new one
-        assert len(of(evs, "RebootStarted", host)) == 1
+        assert len(of(evs, "reboot-started", host)) == 1
         assert on_host(inv, host, "cat /sys/module/nvidia/version").strip() == "550.163.01"
-        assert [r["result"]["status"] for r in of(evs, "SmokeResult", host)].count("fail") == 0
+        assert [r["result"]["status"] for r in of(evs, "smoke-result", host)].count("fail") == 0
 
     before = {h: lab.tree(h) for h in HOSTS}
     start = time.monotonic()
     code, evs = apply(lab, inv, "--no-smoke")
     noop_seconds = time.monotonic() - start
     assert code == 0
-    assert of(evs, "ChangeStarted") == [] and of(evs, "RebootStarted") == []
-    assert all(e["changes"] == [] for e in of(evs, "PlanReady"))
+    assert of(evs, "change-started") == [] and of(evs, "reboot-started") == []
+    assert all(e["changes"] == [] for e in of(evs, "plan-ready"))
     assert {r["host"]: r["changed"] for r in evs[-1]["hosts"]} == dict.fromkeys(HOSTS, 0)
     record = json.loads(Path(evs[-1]["record"]).read_text())
     for host in HOSTS:
@@ -91,17 +91,17 @@ def test_mode_and_owner_drift_is_corrected_in_place(lab: Lab, tmp_path: Path) ->
     on_host(inv, "lab-01", f"sudo chmod 664 {profile} && sudo chown ubuntu:ubuntu {ldconf}")
     code, evs = apply(lab, inv, "--no-smoke")
     assert code == 0
-    (planned,) = of(evs, "PlanReady", "lab-01")
+    (planned,) = of(evs, "plan-ready", "lab-01")
     assert [(c["reason"], c["commands"][0]) for c in planned["changes"]] == [
         (f"{profile} mode 0664, want 0644", f"chmod 0644 {profile}"),
         (f"{ldconf} owner ubuntu:ubuntu, want root:root", f"chown root:root {ldconf}"),
     ]
-    assert [c["status"] for c in of(evs, "ChangeFinished", "lab-01")] == ["changed"] * 2
-    assert of(evs, "PlanReady", "lab-02")[0]["changes"] == []
+    assert [c["status"] for c in of(evs, "change-finished", "lab-01")] == ["changed"] * 2
+    assert of(evs, "plan-ready", "lab-02")[0]["changes"] == []
     # same modes, owners, contents and inodes as before: set in place, not rewritten
     assert on_host(inv, "lab-01", stat).splitlines() == before
     code, evs = apply(lab, inv, "--no-smoke")
-    assert code == 0 and of(evs, "ChangeStarted") == []
+    assert code == 0 and of(evs, "change-started") == []
 
 
 def test_check_writes_nothing(lab: Lab, tmp_path: Path) -> None:
@@ -114,8 +114,8 @@ def test_check_writes_nothing(lab: Lab, tmp_path: Path) -> None:
     assert pending[-1]["reboot"] and "570.195.03 (open) wanted" in pending[-1]["reason"]
     code, evs = apply(lab, inv, "--check", "--diff")
     assert code == 0
-    assert of(evs, "ChangeStarted") == [] and of(evs, "RebootStarted") == []
-    would = of(evs, "ChangeFinished", "lab-01")
+    assert of(evs, "change-started") == [] and of(evs, "reboot-started") == []
+    would = of(evs, "change-finished", "lab-01")
     assert [e["status"] for e in would] == ["skipped"] * len(would) and would
     assert any("nvidia-open-570 missing" in e["message"] for e in would)
     for host in HOSTS:
@@ -126,20 +126,20 @@ def test_check_writes_nothing(lab: Lab, tmp_path: Path) -> None:
 def test_driver_550_to_570_upgrades_reboots_once_converges(lab: Lab, tmp_path: Path) -> None:
     start = lab.inventory(tmp_path / "550", **STACK)  # lab-01 on 550, whatever ran before
     code, evs = apply(lab, start, "--limit", "lab-01", "--no-smoke")
-    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "HostFinished")]
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "host-finished")]
     assert packages(start, "lab-01")["nvidia-open-550"][0].startswith("550.163.01-")
     inv = lab.inventory(tmp_path, **{**STACK, "driver": {"branch": "570", "flavor": "open"}})
     code, evs = apply(lab, inv, "--limit", "lab-01")
-    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "HostFinished")]
-    assert len(of(evs, "RebootStarted", "lab-01")) == 1
-    reason = of(evs, "RebootStarted", "lab-01")[0]["reason"]
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "host-finished")]
+    assert len(of(evs, "reboot-started", "lab-01")) == 1
+    reason = of(evs, "reboot-started", "lab-01")[0]["reason"]
     assert reason == "driver 550.163.01 (open) loaded, 570.195.03 (open) wanted: reboot needed"
     pk = packages(inv, "lab-01")
     assert pk["nvidia-open-570"][0].startswith("570.195.03-") and pk["nvidia-open-570"][1]
     assert "nvidia-open-550" not in pk
     assert on_host(inv, "lab-01", "cat /sys/module/nvidia/version").strip() == "570.195.03"
     code, evs = apply(lab, inv, "--limit", "lab-01", "--no-smoke")
-    assert code == 0 and of(evs, "ChangeStarted") == []
+    assert code == 0 and of(evs, "change-started") == []
 
 
 def test_killed_controller_then_apply_converges(lab: Lab, tmp_path: Path) -> None:
@@ -155,7 +155,7 @@ def test_killed_controller_then_apply_converges(lab: Lab, tmp_path: Path) -> Non
     for line in proc.stdout:
         e = json.loads(line)
         # kill while the toolkit's apt-get runs (after the driver went in)
-        if e["event"] == "ChangeStarted" and e["title"].startswith("cuda_toolkit"):
+        if e["event"] == "change-started" and e["title"].startswith("cuda_toolkit"):
             time.sleep(0.3)
             os.kill(proc.pid, signal.SIGKILL)
             killed_at = e["title"]
@@ -163,16 +163,16 @@ def test_killed_controller_then_apply_converges(lab: Lab, tmp_path: Path) -> Non
     proc.wait(timeout=30)
     assert killed_at is not None and proc.returncode == -signal.SIGKILL
     code, evs = apply(lab, inv, "-l", "lab-02")
-    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "HostFinished")]
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "host-finished")]
     end = packages(inv, "lab-02")
     # the reference: lab-01 converged by a run nobody interrupted (its driver left alone)
     ref_inv = lab.inventory(tmp_path / "ref", **{**STACK, "driver": None})
     code, evs = apply(lab, ref_inv, "-l", "lab-01", "--no-smoke")
-    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "HostFinished")]
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "host-finished")]
     ref = packages(inv, "lab-01")
     for name in ("cuda-toolkit-12-4", "libcudnn9-cuda-12", "libnccl2", "libnccl-dev"):
         assert end[name] == ref[name]
     assert end["nvidia-open-550"][0].startswith("550.163.01-")
     assert on_host(inv, "lab-02", "dpkg --audit").strip() == ""
     code, evs = apply(lab, inv, "-l", "lab-02", "--no-smoke")
-    assert code == 0 and of(evs, "ChangeStarted") == []
+    assert code == 0 and of(evs, "change-started") == []

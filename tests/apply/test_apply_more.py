@@ -27,7 +27,7 @@ def test_conda_envs_with_pytorch_and_tensorflow(lab: Lab, tmp_path: Path) -> Non
     stack = {"driver": None, "cuda": None, "cudnn": None, "nccl": None, "cuda_env": False}
     inv = lab.inventory(tmp_path, **stack, conda=CONDA, smoke=["torch", "tensorflow"])
     code, evs = apply(lab, inv, "--limit", "lab-02")
-    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "HostFinished")]
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "host-finished")]
     envs = on_host(inv, "lab-02", "/opt/conda/bin/conda env list --json")
     assert '"/opt/conda/envs/torch"' in envs and '"/opt/conda/envs/tf"' in envs
     # PyTorch from the wheel index of the variant the compatibility rules choose
@@ -40,11 +40,11 @@ def test_conda_envs_with_pytorch_and_tensorflow(lab: Lab, tmp_path: Path) -> Non
     assert "tensorflow==2.16.1" in pip.split()
     assert any(line.startswith("nvidia-cudnn-cu12==") for line in pip.split())
     # the stand-in wheels compute nothing: the smoke tests say so rather than fail
-    smoke = {e["result"]["name"]: e["result"] for e in of(evs, "SmokeResult", "lab-02")}
+    smoke = {e["result"]["name"]: e["result"] for e in of(evs, "smoke-result", "lab-02")}
     assert smoke["torch"]["status"] == "skip" and "stand-in" in smoke["torch"]["reason"]
     # a second run changes nothing
     code, evs = apply(lab, inv, "--limit", "lab-02", "--no-smoke")
-    assert code == 0 and of(evs, "ChangeStarted") == []
+    assert code == 0 and of(evs, "change-started") == []
 
 
 def written_by_gpunode(lab: Lab, host: str) -> dict[str, str]:
@@ -65,13 +65,13 @@ def test_serial_batches_stop_at_max_fail(lab: Lab, tmp_path: Path) -> None:
     finally:
         assert lab.gpunode("lab", "fault", "lab-01", "refuse", "--off").returncode == 0
     assert code == 4
-    finished = {e["host"]: e["status"] for e in of(evs, "HostFinished")}
+    finished = {e["host"]: e["status"] for e in of(evs, "host-finished")}
     assert finished == {"lab-01": "unreachable", "lab-02": "skipped"}
     assert written_by_gpunode(lab, "lab-02") == before  # the second batch never started
     # without the fault, one host per batch: both converge
     code, evs = apply(lab, inv, "--serial", "1")
-    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "HostFinished")]
-    starts = [e["host"] for e in of(evs, "ChangeStarted")]
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "host-finished")]
+    starts = [e["host"] for e in of(evs, "change-started")]
     assert starts and starts == sorted(starts)  # lab-01's changes all before lab-02's
     for host in ("lab-01", "lab-02"):
         assert "CUDA_HOME" in on_host(inv, host, "cat /etc/profile.d/gpunode-cuda.sh")
@@ -102,7 +102,7 @@ def test_dpkg_lock_held_elsewhere_fails_the_host_naming_the_holder(
     finally:
         assert lab.gpunode("lab", "fault", "lab-02", "dpkg-lock", "--off").returncode == 0
     assert code == 2
-    (finished,) = of(evs, "HostFinished", "lab-02")
+    (finished,) = of(evs, "host-finished", "lab-02")
     assert finished["status"] == "failed"
     assert f"dpkg lock held by pid {pid} (python3)" in finished["message"]
     # it waited for the lock (apt's DPkg::Lock::Timeout of 3 s, for the keyring's install

@@ -22,10 +22,10 @@ def test_become_none_as_a_user_refuses_every_change_before_the_first(
     before = lab.tree("lab-02")
     code, evs = apply(lab, inv, "--limit", "lab-02")
     assert code == 2
-    (done,) = of(evs, "HostFinished", "lab-02")
+    (done,) = of(evs, "host-finished", "lab-02")
     assert done["status"] == "failed"
     assert "become: none, and ubuntu is not root: 2 change(s) need root" in done["message"]
-    assert of(evs, "ChangeStarted") == []
+    assert of(evs, "change-started") == []
     assert lab.tree("lab-02") == before  # nothing was written
     found = on_host(inv, "lab-02", "ls /etc/profile.d /etc/ld.so.conf.d")
     assert "gpunode" not in found

@@ -67,7 +67,7 @@ def conda_state(lab: Lab, inv: Path, host: str) -> dict[str, Any]:
 
 
 def smoke_results(evs: list[dict[str, Any]], host: str) -> list[tuple[str, str]]:
-    return [(e["result"]["name"], e["result"]["status"]) for e in of(evs, "SmokeResult", host)]
+    return [(e["result"]["name"], e["result"]["status"]) for e in of(evs, "smoke-result", host)]
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +76,7 @@ def reference(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[di
     fresh(lab, "lab-01")
     inv = lab.inventory(tmp_path_factory.mktemp("conda-ref"), **STACK)
     code, evs = apply(lab, inv, "-l", "lab-01")
-    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "HostFinished")]
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "host-finished")]
     smoke = smoke_results(evs, "lab-01")
     assert ("environments", "pass") in smoke and all(s != "fail" for _, s in smoke), smoke
     yield {**conda_state(lab, inv, "lab-01"), "smoke": smoke}
@@ -91,11 +91,11 @@ def converges(lab: Lab, inv: Path, reference: dict[str, Any]) -> None:
     left = on_host(inv, HOST, suites)  # a suite killed mid-run leaves its folder
     assert len(left.split()) <= 1, left
     code, evs = apply(lab, inv, "-l", HOST)
-    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "HostFinished")]
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "host-finished")]
     got = {**conda_state(lab, inv, HOST), "smoke": smoke_results(evs, HOST)}
     assert got == reference
     code, evs = apply(lab, inv, "-l", HOST)
-    assert code == 0 and of(evs, "ChangeStarted") == []
+    assert code == 0 and of(evs, "change-started") == []
     # the runs that finished left no suite folder of their own
     assert on_host(inv, HOST, suites) == left
 
@@ -118,16 +118,16 @@ def test_controller_killed_mid_conda_or_smoke_then_apply_converges(
             proc.wait()
     assert proc.returncode == -signal.SIGKILL
     evs = events(out)
-    assert not of(evs, "Recap")
+    assert not of(evs, "recap")
     if at == "smoke":  # every change was done; the suite had begun
-        assert not of(evs, "SmokeResult") and of(evs, "ChangeFinished", HOST)
+        assert not of(evs, "smoke-result") and of(evs, "change-finished", HOST)
     else:  # the kill landed inside the step: begun, never finished
-        started = of(evs, "ChangeStarted", HOST)
+        started = of(evs, "change-started", HOST)
         title = started[-1]["title"]  # the installer's change, or the env's
         assert started[-1]["role"] == "conda" and ("conda env torch" in title) == (
             at == "conda_env"
         ), started
-        finished = [e["title"] for e in of(evs, "ChangeFinished", HOST)]
+        finished = [e["title"] for e in of(evs, "change-finished", HOST)]
         assert started[-1]["title"] not in finished, evs
     on_host(inv, HOST, "sudo kill -KILL " + " ".join(str(p) for p in stopped(seen)))
     converges(lab, inv, reference)
@@ -152,7 +152,7 @@ def test_power_lost_mid_conda_env_then_apply_converges(
             proc.kill()
             proc.wait()
     assert proc.returncode in (2, 4), out[-2000:] + err[-2000:]
-    (finished,) = of(events(out), "HostFinished", HOST)
+    (finished,) = of(events(out), "host-finished", HOST)
     assert finished["status"] in ("failed", "unreachable"), finished
     assert "the SSH connection was lost while it ran" in finished["message"], finished
     wait_for_ssh(lab, HOST)
@@ -193,8 +193,8 @@ def test_power_lost_mid_file_write_leaves_the_old_file_whole(lab: Lab, tmp_path:
     leftovers = sorted(p.name for p in target.parent.glob(".gpunode-cuda.sh.*"))
     assert all((target.parent / n).stat().st_mode & 0o777 == 0o600 for n in leftovers)
     code, evs = apply(lab, inv, "-l", HOST)
-    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "HostFinished")]
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "host-finished")]
     new = target.read_text()
     assert new.startswith("# ") and "export CUDA_HOME=/usr/local/cuda" in new and new.endswith("\n")
     code, evs = apply(lab, inv, "-l", HOST)
-    assert code == 0 and of(evs, "ChangeStarted") == []
+    assert code == 0 and of(evs, "change-started") == []

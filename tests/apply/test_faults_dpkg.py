@@ -40,7 +40,7 @@ def reference(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[di
     fresh(lab, "lab-01")
     inv = lab.inventory(tmp_path_factory.mktemp("ref"), **STACK)
     code, evs = apply(lab, inv, "-l", "lab-01")
-    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "HostFinished")]
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "host-finished")]
     yield packages(inv, "lab-01")
     for host in ("lab-01", "lab-02"):  # fresh hosts for the tests that come after these
         fresh(lab, host)
@@ -50,15 +50,15 @@ def converge_and_compare(
     lab: Lab, inv: Path, host: str, reference: dict[str, Any], recovered: bool
 ) -> None:
     code, evs = apply(lab, inv, "-l", host)
-    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "HostFinished")]
-    titles = [c["title"] for c in of(evs, "ChangeStarted", host)]
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "host-finished")]
+    titles = [c["title"] for c in of(evs, "change-started", host)]
     assert ("finish an interrupted dpkg run" in titles) == recovered, titles
     if recovered:
         assert titles[0] == "finish an interrupted dpkg run"
     assert on_host(inv, host, "sudo dpkg --audit").strip() == ""
     assert packages(inv, host) == reference
     code, evs = apply(lab, inv, "-l", host)
-    assert code == 0 and of(evs, "ChangeStarted") == []
+    assert code == 0 and of(evs, "change-started") == []
 
 
 @pytest.mark.parametrize("moment", ["download", "unpack", "configure"])
@@ -81,7 +81,7 @@ def test_connection_dropped_mid_apt(
     assert seen.startswith(moment), seen
     assert proc.returncode in (2, 4), out[-2000:] + err[-2000:]
     evs = events(out)
-    (finished,) = of(evs, "HostFinished", host)
+    (finished,) = of(evs, "host-finished", host)
     assert finished["status"] in ("failed", "unreachable"), finished
     assert "the SSH connection was lost while it ran" in finished["message"], finished
     interrupted = on_host(inv, host, "sudo dpkg --audit").strip() != ""
@@ -104,7 +104,7 @@ def test_power_lost_mid_dpkg(lab: Lab, tmp_path: Path, reference: dict[str, Any]
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode in (2, 4), out[-2000:] + err[-2000:]
-    (finished,) = of(events(out), "HostFinished", host)
+    (finished,) = of(events(out), "host-finished", host)
     assert finished["status"] in ("failed", "unreachable"), finished
     assert "the SSH connection was lost while it ran" in finished["message"], finished
     wait_for_ssh(lab, host)
@@ -148,8 +148,8 @@ def driver_reference(
     fresh(lab, "lab-01")
     inv = lab.inventory(tmp_path_factory.mktemp("driver-ref"), **DRIVER)
     code, evs = apply(lab, inv, "-l", "lab-01")
-    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "HostFinished")]
-    assert len(of(evs, "RebootStarted", "lab-01")) == 1
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "host-finished")]
+    assert len(of(evs, "reboot-started", "lab-01")) == 1
     return end_state(inv, lab, "lab-01")
 
 
@@ -165,8 +165,8 @@ def kill_when(lab: Lab, inv: Path, host: str, at: str) -> list[dict[str, Any]]:
                 continue
             e = json.loads(line)
             seen.append(e)
-            hit = (e["event"] == "ChangeStarted" and e["role"] == at) or (
-                at == "reboot" and e["event"] == "RebootStarted"
+            hit = (e["event"] == "change-started" and e["role"] == at) or (
+                at == "reboot" and e["event"] == "reboot-started"
             )
             if hit:
                 time.sleep(0.3 if at != "reboot" else 0.5)
@@ -193,13 +193,13 @@ def test_controller_killed_then_apply_converges(
     evs = kill_when(lab, inv, host, at)
     # the kill landed inside the step it meant to: begun, never finished
     if at == "reboot":
-        assert of(evs, "RebootStarted", host) and not of(evs, "RebootFinished", host)
+        assert of(evs, "reboot-started", host) and not of(evs, "reboot-finished", host)
     else:
-        started = of(evs, "ChangeStarted", host)
+        started = of(evs, "change-started", host)
         assert started[-1]["role"] == at, started
-        finished = [e["title"] for e in of(evs, "ChangeFinished", host)]
+        finished = [e["title"] for e in of(evs, "change-finished", host)]
         assert started[-1]["title"] not in finished, evs
-    assert not of(evs, "Recap")
+    assert not of(evs, "recap")
     if at == "reboot":  # the reboot command went out before the kill: wait it through
         deadline = time.monotonic() + 60
         while lab.boot_id(host) == boot:
@@ -207,9 +207,9 @@ def test_controller_killed_then_apply_converges(
             time.sleep(0.2)
     wait_for_ssh(lab, host)
     code, evs = apply(lab, inv, "-l", host)
-    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "HostFinished")]
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "host-finished")]
     if at == "reboot":  # the reboot it began happened: nothing is left to do
-        assert of(evs, "ChangeStarted") == [] and of(evs, "RebootStarted") == []
+        assert of(evs, "change-started") == [] and of(evs, "reboot-started") == []
     assert on_host(inv, host, "sudo dpkg --audit").strip() == ""
     got = end_state(inv, lab, host)
     ref = driver_reference
@@ -219,4 +219,4 @@ def test_controller_killed_then_apply_converges(
     diff = sorted(k for k in keys if got["tree"].get(k) != ref["tree"].get(k))
     assert diff == [], " ".join(diff)
     code, evs = apply(lab, inv, "-l", host)
-    assert code == 0 and of(evs, "ChangeStarted") == []
+    assert code == 0 and of(evs, "change-started") == []

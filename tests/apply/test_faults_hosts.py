@@ -69,12 +69,12 @@ def run(
             proc.kill()
             proc.wait()
     err = proc.stderr.read()
-    assert evs and evs[-1]["event"] == "Recap", err[-2000:]
+    assert evs and evs[-1]["event"] == "recap", err[-2000:]
     return proc.returncode, evs, time.monotonic() - start
 
 
 def finished(evs: list[dict[str, Any]]) -> dict[str, tuple[str, str]]:
-    return {e["host"]: (e["status"], e["message"]) for e in of(evs, "HostFinished")}
+    return {e["host"]: (e["status"], e["message"]) for e in of(evs, "host-finished")}
 
 
 def fault(lab: Lab, host: str, knob: str, *, off: bool = False) -> None:
@@ -132,7 +132,7 @@ def test_a_new_host_key_after_the_reboot_fails_at_once_exit_5(lab: Lab, tmp_path
     generate_host_key(fresh, "lab-02")
 
     def swap(e: dict[str, Any]) -> None:
-        if e["event"] == "RebootStarted":  # the host comes back with another key
+        if e["event"] == "reboot-started":  # the host comes back with another key
             key.write_bytes((fresh / "ssh_host_ed25519_key").read_bytes())
             pub.write_bytes((fresh / "ssh_host_ed25519_key.pub").read_bytes())
 
@@ -156,7 +156,7 @@ def test_a_reboot_that_never_returns_ends_at_the_reboot_timeout(lab: Lab, tmp_pa
     wait_up(inv, "lab-02")
 
     def refuse(e: dict[str, Any]) -> None:
-        if e["event"] == "RebootStarted":  # sshd will not come back after the reboot
+        if e["event"] == "reboot-started":  # sshd will not come back after the reboot
             fault(lab, "lab-02", "refuse")
 
     try:
@@ -167,7 +167,7 @@ def test_a_reboot_that_never_returns_ends_at_the_reboot_timeout(lab: Lab, tmp_pa
     status, message = finished(evs)["lab-02"]
     assert status == "failed" and "no new boot within 5 s" in message, message
     assert secs < 25
-    assert of(evs, "RebootFinished") == []
+    assert of(evs, "reboot-finished") == []
     wait_up(inv, "lab-02")
 
 

@@ -116,7 +116,7 @@ def closed_port() -> int:
 def run_fault(lab: Lab, inv: Path) -> tuple[int, list[dict[str, Any]], str]:
     """apply on HOST: exit code, events, the host's failure message."""
     code, evs = apply(lab, inv, "--limit", HOST, "--no-smoke")
-    (done,) = of(evs, "HostFinished", HOST)
+    (done,) = of(evs, "host-finished", HOST)
     return code, evs, str(done["message"])
 
 
@@ -150,7 +150,7 @@ def test_an_unreachable_repository_fails_the_host_naming_the_url(lab: Lab, tmp_p
     code, evs, message = run_fault(lab, inv)
     assert code == 2
     # the first step that needs it, the keyring's download, fails; nothing after it runs
-    assert [e["status"] for e in of(evs, "ChangeFinished", HOST)] == ["failed"]
+    assert [e["status"] for e in of(evs, "change-finished", HOST)] == ["failed"]
     assert f"(fetching {url}/ubuntu2204/x86_64/cuda-keyring_1.1-1_all.deb)" in message
     assert "curl: (7) Failed to connect to 127.0.0.1" in message, message
     assert_untouched(inv, before)
@@ -164,7 +164,7 @@ def test_a_url_with_no_repository_fails_the_host_naming_the_url(lab: Lab, tmp_pa
     before = dpkg_state(inv, HOST)
     code, evs, message = run_fault(lab, inv)
     assert code == 2
-    assert [e["status"] for e in of(evs, "ChangeFinished", HOST)] == ["failed"]
+    assert [e["status"] for e in of(evs, "change-finished", HOST)] == ["failed"]
     assert "curl: (22) The requested URL returned error: 404 (fetching " in message, message
     assert f"{url}/ubuntu2204/x86_64/cuda-keyring_1.1-1_all.deb)" in message, message
     assert_untouched(inv, before)
@@ -183,7 +183,7 @@ def test_a_package_missing_from_the_pool_fails_the_install_cleanly(
     before = dpkg_state(inv, HOST)
     code, evs, message = run_fault(lab, inv)
     assert code == 2
-    statuses = [e["status"] for e in of(evs, "ChangeFinished", HOST)]
+    statuses = [e["status"] for e in of(evs, "change-finished", HOST)]
     assert statuses[-1] == "failed" and set(statuses[:-1]) == {"changed"}, statuses
     assert message.startswith("driver: NVIDIA driver 550.163.01 (open): exit 100: ")
     assert f"E: Failed to fetch {url}/ubuntu2204/x86_64/./{gone.name}  404" in message, message
@@ -208,7 +208,7 @@ def test_a_bad_inrelease_signature_fails_the_driver_step(
     before = dpkg_state(inv, HOST)
     code, evs, message = run_fault(lab, inv)
     assert code == 2
-    statuses = [e["status"] for e in of(evs, "ChangeFinished", HOST)]
+    statuses = [e["status"] for e in of(evs, "change-finished", HOST)]
     assert statuses[-1] == "failed" and set(statuses[:-1]) == {"changed"}, statuses
     assert message.startswith("driver: NVIDIA driver 550.163.01 (open): exit 100: ")
     assert f"GPG error: {url}/ubuntu2204/x86_64  InRelease" in message, message
@@ -223,7 +223,7 @@ def refused_at_plan_time(lab: Lab, inv: Path, expected: str) -> None:
     assert plan.returncode == 2, plan.stdout + plan.stderr
     assert f"{HOST}: refused: {expected}" in plan.stdout, plan.stdout
     code, evs, message = run_fault(lab, inv)
-    assert code == 2 and of(evs, "ChangeStarted") == []
+    assert code == 2 and of(evs, "change-started") == []
     assert expected in message, message
     assert lab.tree(HOST) == before  # nothing was written
 

@@ -104,8 +104,8 @@ def test_a_password_with_shell_characters_works_and_is_never_written_or_shown(
     assert seen, "the process list was never read while apply ran"
     assert proc.returncode == 0, out.decode()[-2000:] + err.decode()[-2000:]
     evs = events(out.decode())
-    assert [e["status"] for e in of(evs, "ChangeFinished", HOST)] and all(
-        e["status"] == "changed" for e in of(evs, "ChangeFinished", HOST)
+    assert [e["status"] for e in of(evs, "change-finished", HOST)] and all(
+        e["status"] == "changed" for e in of(evs, "change-finished", HOST)
     )
     assert "export CUDA_HOME=/usr/local/cuda" in as_root(inv, "cat /etc/profile.d/gpunode-cuda.sh")
     assert secret not in out and secret not in err
@@ -124,11 +124,11 @@ def test_a_wrong_password_fails_within_seconds(pwlab: Lab, tmp_path: Path) -> No
     res = pwlab.gpunode("apply", str(inv), "--yes", "--json", "--no-smoke", env=env, timeout=60)
     took = time.monotonic() - start
     assert res.returncode == 2, res.stdout[-2000:] + res.stderr[-2000:]
-    (done,) = of(events(res.stdout), "HostFinished", HOST)
+    (done,) = of(events(res.stdout), "host-finished", HOST)
     assert done["message"] == f"sudo: incorrect password for ubuntu@{HOST}", done
     assert took < 15, f"a wrong password took {took:.1f} s"
-    assert of(events(res.stdout), "ChangeFinished", HOST) == [] or all(
-        e["status"] != "changed" for e in of(events(res.stdout), "ChangeFinished", HOST)
+    assert of(events(res.stdout), "change-finished", HOST) == [] or all(
+        e["status"] != "changed" for e in of(events(res.stdout), "change-finished", HOST)
     )
     assert b"not the password" not in res.stdout.encode() + res.stderr.encode()
 
@@ -176,10 +176,10 @@ def test_requiretty_runs_sudo_on_a_terminal_without_echoing_the_password(
         took = time.monotonic() - start
         assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
         evs = events(res.stdout)
-        (done,) = of(evs, "HostFinished", HOST)
+        (done,) = of(evs, "host-finished", HOST)
         assert done["status"] == "changed" and took < 60, (done, took)
-        statuses = [e["status"] for e in of(evs, "ChangeFinished", HOST)]
-        assert statuses and set(statuses) == {"changed"}, of(evs, "ChangeFinished", HOST)
+        statuses = [e["status"] for e in of(evs, "change-finished", HOST)]
+        assert statuses and set(statuses) == {"changed"}, of(evs, "change-finished", HOST)
         # written through the terminal (content on stdin, base64 then ^D): whole, no \r
         text = want.read_text()
         assert "export CUDA_HOME=/usr/local/cuda" in text and "\r" not in text, text
@@ -192,7 +192,7 @@ def test_requiretty_runs_sudo_on_a_terminal_without_echoing_the_password(
         assert got.split()[0] == hashlib.sha256(blob).hexdigest()
         # the next apply, on a terminal too, finds nothing to do
         res = pwlab.gpunode("apply", str(inv), "--yes", "--json", "--no-smoke", timeout=90)
-        assert res.returncode == 0 and of(events(res.stdout), "ChangeStarted") == [], res.stdout
+        assert res.returncode == 0 and of(events(res.stdout), "change-started") == [], res.stdout
     finally:
         reset(pwlab)
 
@@ -277,8 +277,8 @@ def test_sudo_rs_prompt_and_refusal_are_understood(
         res = pwlab.gpunode("apply", str(inv), "--yes", "--json", "--no-smoke", timeout=90)
         assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
         evs = events(res.stdout)
-        statuses = [e["status"] for e in of(evs, "ChangeFinished", HOST)]
-        assert statuses and set(statuses) == {"changed"}, of(evs, "ChangeFinished", HOST)
+        statuses = [e["status"] for e in of(evs, "change-finished", HOST)]
+        assert statuses and set(statuses) == {"changed"}, of(evs, "change-finished", HOST)
         text = (pwlab.upper(HOST) / PROFILE.lstrip("/")).read_text()
         assert "export CUDA_HOME=/usr/local/cuda" in text
         assert_secret_kept(pwlab, res.stdout, res.stderr)
@@ -290,7 +290,7 @@ def test_sudo_rs_prompt_and_refusal_are_understood(
         res = pwlab.gpunode("apply", str(inv), "--yes", "--json", "--no-smoke", env=env, timeout=60)
         took = time.monotonic() - start
         assert res.returncode == 2, res.stdout[-2000:] + res.stderr[-2000:]
-        (done,) = of(events(res.stdout), "HostFinished", HOST)
+        (done,) = of(events(res.stdout), "host-finished", HOST)
         assert done["message"] == f"sudo: incorrect password for ubuntu@{HOST}", done
         assert done["changed"] == 0 and took < 15, (done, took)
         assert "not the password" not in res.stdout + res.stderr

@@ -67,9 +67,9 @@ def test_plan_and_check_run_no_role_shell_apply_only_on_hosts_it_changes(
         on_host(inv, host, f"rm -f {MARKS}")
 
     code, evs = apply(lab, inv, "--check")
-    assert code == 0 and of(evs, "ChangeStarted") == []
+    assert code == 0 and of(evs, "change-started") == []
     for host in HOSTS:
-        (would,) = of(evs, "ChangeFinished", host)
+        (would,) = of(evs, "change-finished", host)
         assert would["status"] == "skipped" and UNLESS in would["message"]
         assert marks(inv, host) == {"optin"}
         assert lab.tree(host) == before[host]
@@ -81,24 +81,24 @@ def test_plan_and_check_run_no_role_shell_apply_only_on_hosts_it_changes(
     role(tmp_path / "refused", PROBE_TASKS)
     code, evs = apply(lab, bad, "--limit", "lab-02", "--no-smoke")
     assert code == 2
-    (done,) = of(evs, "HostFinished", "lab-02")
+    (done,) = of(evs, "host-finished", "lab-02")
     assert "refused" in done["message"] and "12.8" in done["message"]
-    assert of(evs, "ChangeStarted") == []
+    assert of(evs, "change-started") == []
     assert "unless" not in marks(inv, "lab-02")
     assert lab.tree("lab-02") == before["lab-02"]
     on_host(inv, "lab-02", f"rm -f {MARKS}")
 
     # applying: the check runs, fails, the command runs; then it passes, nothing runs
     code, evs = apply(lab, inv, "--no-smoke")
-    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "HostFinished")]
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "host-finished")]
     for host in HOSTS:
-        assert [c["reason"] for c in of(evs, "PlanReady", host)[0]["changes"]] == [
+        assert [c["reason"] for c in of(evs, "plan-ready", host)[0]["changes"]] == [
             f"`{UNLESS}` failed"
         ]
         assert marks(inv, host) == {"unless", "optin"}
         assert on_host(inv, host, "ls /etc/hardening") == "tuned\n"
     code, evs = apply(lab, inv, "--no-smoke")
-    assert code == 0 and of(evs, "ChangeStarted") == []
+    assert code == 0 and of(evs, "change-started") == []
 
 
 SECRET_TASKS = """\
@@ -176,7 +176,7 @@ def test_a_managed_file_is_not_written_through_a_planted_link_nor_readable(
     finally:
         watcher.stop.set()
         watcher.join(timeout=10)
-    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "HostFinished")]
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "host-finished")]
 
     assert on_host(inv, host, "sudo cat /etc/hardening/shadow") == SHADOW
     for d in ("/etc/hardening", "/etc/hardening/drop"):

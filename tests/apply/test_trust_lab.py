@@ -27,7 +27,7 @@ def test_a_keyring_that_is_not_the_pinned_one_is_never_installed(lab: Lab, tmp_p
         yaml.dump(doc, fh)
     code, evs = apply(lab, inv, "--limit", "lab-02")
     assert code == 2
-    (done,) = of(evs, "HostFinished", "lab-02")
+    (done,) = of(evs, "host-finished", "lab-02")
     assert "sha256 is not the pinned 0000" in done["message"]
     assert "cuda-keyring" not in packages(inv, "lab-02")
     assert on_host(inv, "lab-02", "ls /usr/share/keyrings/").find("cuda") == -1
@@ -40,7 +40,7 @@ def test_a_file_planted_in_tmp_by_a_local_user_is_not_used(lab: Lab, tmp_path: P
     planted = "/tmp/gpunode-cuda-keyring_1.1-1.deb"  # where older releases downloaded it
     on_host(inv, "lab-02", f"echo planted > {planted} && chmod 666 {planted}")
     code, evs = apply(lab, inv, "--limit", "lab-02")
-    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "HostFinished")]
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "host-finished")]
     assert packages(inv, "lab-02")["cuda-keyring"][0] == "1.1-1"
     assert on_host(inv, "lab-02", f"cat {planted}") == "planted\n"  # untouched, unused
     assert on_host(inv, "lab-02", "stat -c %U " + planted).strip() == "ubuntu"

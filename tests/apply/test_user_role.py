@@ -53,7 +53,7 @@ def test_site_role_converges_and_stays_converged(lab: Lab, tmp_path: Path) -> No
                            "/etc/site/apt.conf >/dev/null")  # fmt: skip
 
     code, evs = apply(lab, inv, "--no-smoke")
-    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "HostFinished")]
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "host-finished")]
     first = {}
     for host in HOSTS:
         assert on_host(inv, host, "cat /etc/site/apt.conf") == (
@@ -67,7 +67,7 @@ def test_site_role_converges_and_stays_converged(lab: Lab, tmp_path: Path) -> No
     before = {h: lab.tree(h) for h in HOSTS}
     code, evs = apply(lab, inv, "--no-smoke")
     assert code == 0
-    assert of(evs, "ChangeStarted") == []
+    assert of(evs, "change-started") == []
     for host in HOSTS:
         assert lab.tree(host) == before[host]
         assert on_host(inv, host, "cat /etc/site/stamp") == first[host]
@@ -77,7 +77,7 @@ def test_site_role_converges_and_stays_converged(lab: Lab, tmp_path: Path) -> No
                         vars={**VARS, "proxy": "http://192.0.2.2:3128"})  # fmt: skip
     code, evs = apply(lab, inv, "--no-smoke", "--limit", "lab-01")
     assert code == 0
-    (planned,) = of(evs, "PlanReady", "lab-01")
+    (planned,) = of(evs, "plan-ready", "lab-01")
     assert [c["op"] for c in planned["changes"]] == ["line_in_file"]
     assert on_host(inv, "lab-01", "tail -n 1 /etc/site/apt.conf") == textwrap.dedent("""\
         Acquire::https::Proxy "http://192.0.2.2:3128";

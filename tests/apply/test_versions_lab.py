@@ -50,21 +50,21 @@ def test_an_installed_release_of_the_branch_is_kept_and_a_pin_moves_it(
     plan = lab.gpunode("plan", str(branch), "--limit", "lab-02", "--json")
     assert plan.returncode == 0, plan.stderr
     code, evs = apply(lab, branch, "--limit", "lab-02")
-    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "HostFinished")]
-    assert of(evs, "RebootStarted") == [] and lab.boot_id("lab-02") == boots
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "host-finished")]
+    assert of(evs, "reboot-started") == [] and lab.boot_id("lab-02") == boots
     pk = packages(branch, "lab-02")
     assert pk["nvidia-open-550"][0].startswith("550.127.05-")  # kept, not "upgraded"
 
     pin = lab.inventory(tmp_path / "pin", **{**NO_STACK, "driver": {"version": "550.163.01"}})
     code, evs = apply(lab, pin, "--limit", "lab-02")
-    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "HostFinished")]
-    assert len(of(evs, "RebootStarted", "lab-02")) == 1
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "host-finished")]
+    assert len(of(evs, "reboot-started", "lab-02")) == 1
     assert lab.boot_id("lab-02") != boots
     pk = packages(pin, "lab-02")
     assert pk["nvidia-open-550"][0].startswith("550.163.01-") and pk["nvidia-open-550"][1]
     assert on_host(pin, "lab-02", "cat /sys/module/nvidia/version").strip() == "550.163.01"
     code, evs = apply(lab, pin, "--limit", "lab-02")
-    assert code == 0 and of(evs, "ChangeStarted") == []
+    assert code == 0 and of(evs, "change-started") == []
 
 
 @pytest.mark.parametrize(("toolkit", "build"), [("12.8", "2.26.2-1+cuda12.8"),
@@ -76,10 +76,10 @@ def test_nccl_series_installs_the_build_for_the_toolkit(
     stack = {**NO_STACK, "cuda": {"toolkits": [toolkit]}, "nccl": "2.26"}
     inv = lab.inventory(tmp_path, **stack)
     code, evs = apply(lab, inv, "--limit", "lab-02")
-    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "HostFinished")]
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "host-finished")]
     pk = packages(inv, "lab-02")
     assert pk["libnccl2"] == (build, True) and pk["libnccl-dev"][0] == build
-    (planned,) = of(evs, "PlanReady", "lab-02")
+    (planned,) = of(evs, "plan-ready", "lab-02")
     assert planned["refused"] is None
 
 
@@ -96,7 +96,7 @@ def test_an_impossible_pin_is_refused_at_plan_time_naming_what_the_repository_ha
     assert '9.12.0.46-1, 9.14.0.64-1. Use cudnn: "9" or "9.14"' in plan.stdout
     assert "1 refused or failed (lab-02)" in plan.stderr
     code, evs = apply(lab, inv, "--limit", "lab-02")
-    assert code == 2 and of(evs, "ChangeStarted") == []
+    assert code == 2 and of(evs, "change-started") == []
     assert lab.tree("lab-02") == before  # nothing was written
 
 
@@ -125,7 +125,7 @@ def test_a_lagging_mirror_gets_the_newest_it_has_and_refuses_what_it_lacks(
              "cudnn": "9"}  # fmt: skip
     inv = lagging.inventory(tmp_path / "series", **stack)
     code, evs = apply(lagging, inv, "--no-smoke")
-    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "HostFinished")]
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "host-finished")]
     pk = packages(inv, "lab-01")
     assert pk["libcudnn9-cuda-12"][0] == "9.12.0.46-1"  # 9.14 is not on the mirror yet
     assert pk["nvidia-open-550"][0].startswith("550.127.05-")
@@ -153,8 +153,8 @@ def test_a_controller_that_cannot_read_the_index_asks_the_hosts_apt(
     inv = lab.inventory(tmp_path / "inv", **stack)
     res = lab.gpunode("apply", str(inv), "--yes", "--json", "--limit", "lab-02", env=env)
     evs = events(res.stdout)
-    assert res.returncode == 0, [(e["host"], e["message"]) for e in of(evs, "HostFinished")]
-    first, second = of(evs, "PlanReady", "lab-02")[:2]
+    assert res.returncode == 0, [(e["host"], e["message"]) for e in of(evs, "host-finished")]
+    first, second = of(evs, "plan-ready", "lab-02")[:2]
     assert {c["role"] for c in first["changes"]} == {"nvidia_repo"}
     assert "cudnn" in {r for c in second["changes"] for r in c["role"].split("+")}
     pk = packages(inv, "lab-02")
@@ -162,7 +162,7 @@ def test_a_controller_that_cannot_read_the_index_asks_the_hosts_apt(
     assert pk["nvidia-open-550"][0].startswith("550.163.01-")
 
     again = lab.gpunode("apply", str(inv), "--yes", "--json", "--limit", "lab-02", env=env)
-    assert again.returncode == 0 and of(events(again.stdout), "ChangeStarted") == []
+    assert again.returncode == 0 and of(events(again.stdout), "change-started") == []
     # a spec the installed version does not satisfy: planned from the host's apt
     older = lab.inventory(tmp_path / "older", **{**stack, "cudnn": "9.10"})
     plan = lab.gpunode("plan", str(older), "--limit", "lab-02", env=env)

@@ -98,8 +98,10 @@ def test_hosts_json_is_the_merged_state() -> None:
     out = gpunode("hosts", EXAMPLE, "--limit", "h100", "--json")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
-    assert list(data) == ["gpu-h100-01"]
-    host = data["gpu-h100-01"]
+    assert (data["kind"], data["schema"]) == ("hosts", 1)
+    assert list(data["hosts"]) == ["gpu-h100-01"]
+    host = data["hosts"]["gpu-h100-01"]
+    assert host["name"] == "gpu-h100-01"
     assert host["stack"]["driver"] == {
         "branch": "570",
         "version": None,
@@ -127,6 +129,7 @@ def test_schema_describes_the_inventory() -> None:
     schema = json.loads(out.stdout)
     assert set(schema["properties"]) == {"defaults", "groups", "hosts"}
     assert schema["$defs"]["Driver"]["properties"]["flavor"]["enum"] == ["open", "proprietary"]
+    assert json.loads(gpunode("schema", "--inventory").stdout) == schema
 
 
 @pytest.mark.parametrize("cmd", ["check", "hosts"])

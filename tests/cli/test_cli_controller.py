@@ -114,6 +114,7 @@ def test_apply_check_and_plan_exit_5_before_failed_and_unreachable(
     assert record["hosts"]["moved"]["status"] == "hostkey-changed"
     js = gpunode("apply", str(inv), "--check", "--no-smoke", "--json", state=state)
     final = json.loads(js.stdout.splitlines()[-1])
+    assert (final["kind"], final["event"]) == ("apply-event", "recap")
     assert final["exit_code"] == ExitCode.HOSTKEY == js.returncode
     assert {r["host"]: r["status"] for r in final["hosts"]} == {
         "moved": "hostkey-changed",

@@ -254,7 +254,7 @@ def test_merge_keys_are_supported(tmp_path: Path) -> None:
     )
     run = gpunode("hosts", str(inv), "--json")
     assert run.returncode == 0, run.stderr
-    host = json.loads(run.stdout)["gpu-02"]
+    host = json.loads(run.stdout)["hosts"]["gpu-02"]
     assert (host["address"], host["ssh"]["port"], host["gpus"]["count"]) == ("192.0.2.2", 2222, 8)
     inv.write_text(inv.read_text().replace("port: 2222", "port: 0"))
     refused(

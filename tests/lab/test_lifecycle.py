@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from gpunode.views.schemas import validate
 from gpunode_lab import procs
 from gpunode_lab.lifecycle import mounts_under
 from tests.conftest import gpunode_lab, lab_unavailable, slot_net, slot_path, until
@@ -33,7 +34,9 @@ def own_lab():
 
 
 def _status(state):
-    return json.loads(gpunode_lab(state, "status", "--json").stdout)
+    out = gpunode_lab(state, "status", "--json").stdout
+    validate("lab-status", out)  # the envelope and fields docs/schemas/lab-status.json has
+    return json.loads(out)
 
 
 def _assert_nothing_left(state: Path) -> None:

@@ -109,6 +109,7 @@ def test_cli_exit_codes_and_json(tmp_path: Path) -> None:
     inv.write_text("hosts:\n  here:\n    connection: local\n    become: none\n")
     res = CliRunner().invoke(cli, ["smoke", str(inv), "--only", "nvidia-smi", "--json"])
     data = json.loads(res.output)
+    assert (data["kind"], data["schema"]) == ("smoke", 1)
     (host,) = data["hosts"]
     assert host["host"] == "here"
     if Path("/dev/nvidiactl").exists():

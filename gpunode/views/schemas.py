@@ -1,0 +1,298 @@
+"""The JSON Schema of every `--json` output, generated from the models that make it.
+
+Each output kind has a pydantic model: the envelope's three fields, then its payload,
+built from the dataclasses and models the output is made from (events, plans, run
+results, facts, GPU samples), so a field added there shows here. `schema(kind)` is what
+`gpunode schema --output KIND` prints; `validate(kind, text)` checks one output against
+its model. `python -m gpunode.views.schemas DIR` writes them all (docs/schemas/).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import sys
+import types
+import typing
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
+
+from gpunode.events import EVENT_NAMES, FactsGathered, HostRecap, PlannedChange, SmokeCheck
+from gpunode.execute.result import HostResult
+from gpunode.facts.model import HostFacts
+from gpunode.inventory.model import Document, Host
+from gpunode.monitor.model import GpuProcess, GpuSample, LinkStatus
+from gpunode.views.envelope import KINDS, Kind
+
+JSON_SCHEMA = "https://json-schema.org/draft/2020-12/schema"
+STRICT = ConfigDict(extra="forbid")
+OPEN = ConfigDict(extra="allow")
+
+
+class Envelope(BaseModel):
+    """The three fields every output starts with."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    gpunode: str = Field(description="The version of gpunode that wrote it.")
+    schema_version: Literal[1] = Field(
+        alias="schema", description="The version of this output's shape."
+    )
+
+
+def _envelope(kind: str) -> dict[str, Any]:
+    """An output model's `kind` field, fixed to `kind` (`Envelope` has the other two)."""
+    return {"kind": (Literal[kind], Field(description="What this output is."))}
+
+
+# -- dataclasses as models --------------------------------------------------------------------
+
+# Fields whose JSON is not the dataclass's own: (class, field) -> the type of its JSON.
+_FIELD_JSON: dict[tuple[type, str], Any] = {}
+# Dataclasses whose `to_json` is not `asdict`: class -> the type of its JSON.
+_CLASS_JSON: dict[type, Any] = {}
+
+
+@functools.cache
+def model_of(cls: type, extra: tuple[tuple[str, Any], ...] = ()) -> type[BaseModel]:
+    """A strict pydantic model of a dataclass's JSON: its fields (nested dataclasses as
+    models too), then `extra` fields, as `(name, (type, default or ...))`."""
+    hints = typing.get_type_hints(cls)
+    fields: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        typ = _json_type(_FIELD_JSON.get((cls, f.name), hints[f.name]))
+        if f.default is not dataclasses.MISSING:
+            fields[f.name] = (typ, f.default)
+        elif f.default_factory is not dataclasses.MISSING:
+            fields[f.name] = (typ, Field(default_factory=f.default_factory))
+        else:
+            fields[f.name] = (typ, ...)
+    fields.update(extra)
+    return _model(cls.__name__, _doc(cls), **fields)
+
+
+def _doc(cls: type) -> str | None:
+    """A class's own docstring; not the signature `dataclass` writes when it has none."""
+    doc = cls.__doc__
+    return None if doc is None or doc.startswith(f"{cls.__name__}(") else doc
+
+
+def _model(name: str, doc: str | None, base: Any = None, /, **fields: Any) -> type[BaseModel]:
+    """A model made at run time: strict unless `base` says otherwise."""
+    config = None if base is not None else STRICT
+    model: type[BaseModel] = create_model(  # type: ignore[call-overload]
+        name, __config__=config, __base__=base, __doc__=doc, **fields
+    )
+    return model
+
+
+def _json_type(typ: Any) -> Any:
+    """`typ` with every dataclass in it replaced by the type of its JSON."""
+    if typ in _CLASS_JSON:
+        return _CLASS_JSON[typ]
+    if dataclasses.is_dataclass(typ) and isinstance(typ, type):
+        return model_of(typ)
+    origin, args = typing.get_origin(typ), typing.get_args(typ)
+    if not args or origin is Literal or origin is Annotated:
+        return typ
+    mapped = tuple(_json_type(a) for a in args)
+    if origin in (Union, types.UnionType):
+        return Union[mapped]  # noqa: UP007 (built at run time)
+    return origin[mapped]
+
+
+# -- the payloads ------------------------------------------------------------------------------
+
+
+class SmokeRecord(BaseModel):
+    """One smoke test's result as the suite printed it and grading completed it; tests add
+    their own measurements beside these fields."""
+
+    model_config = OPEN
+    name: str
+    status: str = Field(description="pass, warn, fail or skip.")
+    reason: str | None = None
+    value: Any = None
+    expected: Any = None
+    unit: str | None = None
+    seconds: float | None = None
+    env: str | None = None
+
+
+class SmokeHost(BaseModel):
+    model_config = STRICT
+    host: str
+    status: Literal["ok", "failed", "unreachable"]
+    unreachable: str | None
+    seconds: float
+    counts: dict[str, int]
+    results: list[SmokeRecord]
+
+
+_CLASS_JSON[SmokeCheck] = SmokeRecord
+_Change = model_of(PlannedChange)
+PlanBody = _model(
+    "PlanBody",
+    "A host's plan (`HostPlan.to_json`).",
+    host=(str, ...),
+    refused=(str | None, ...),
+    changes=(list[_Change], ...),  # type: ignore[valid-type]
+    notes=(list[str], ...),
+    versions_on_host=(list[str], ...),
+)
+PlanHost = _model(
+    "PlanHost",
+    "A host's plan, or why it has none (`error`).",
+    status=(str, Field(description="ok, refused, or the host's state when it has no plan.")),
+    error=(str | None, None),
+    host=(str | None, None),
+    refused=(str | None, None),
+    changes=(list[_Change], []),  # type: ignore[valid-type]
+    notes=(list[str], []),
+    versions_on_host=(list[str], []),
+)
+_FIELD_JSON[(FactsGathered, "facts")] = HostFacts
+_FIELD_JSON[(HostResult, "plans")] = list[PlanBody]  # type: ignore[valid-type]
+_FIELD_JSON[(HostResult, "smoke")] = SmokeHost | None
+
+
+class FactsHost(BaseModel):
+    model_config = STRICT
+    status: Literal["ok", "unreachable", "failed", "hostkey-changed"]
+    seconds: float
+    facts: HostFacts | None = None
+    error: str | None = None
+
+
+class CheckProblem(BaseModel):
+    model_config = STRICT
+    where: str = Field(description="file:line:column, or --limit.")
+    field: str
+    message: str
+    hosts: list[str] = Field(description="The hosts it applies to (none: the file itself).")
+
+
+def _camel(word: str) -> str:
+    return "".join(w.capitalize() for w in word.split("-"))
+
+
+def _output(kind: str, **fields: Any) -> type[BaseModel]:
+    return _model(_camel(kind) + "Output", None, Envelope, **_envelope(kind), **fields)
+
+
+def _events() -> Any:
+    """`apply --json`'s lines: each event, then the recap, told apart by `event`."""
+    models = []
+    for event, word in EVENT_NAMES.items():
+        cls: type = event
+        model = model_of(cls, (("event", Literal[word]),))
+        models.append(
+            _model(_camel(word), _doc(cls), (model, Envelope), **_envelope("apply-event"))
+        )
+    recap = _model(
+        "Recap",
+        "The last line: each host's recap, the exit status, the run record's path.",
+        Envelope,
+        **_envelope("apply-event"),
+        event=(Literal["recap"], ...),
+        hosts=(list[model_of(HostRecap)], ...),  # type: ignore[misc]
+        exit_code=(int, ...),
+        record=(str, ...),
+    )
+    return Annotated[Union[tuple([*models, recap])], Field(discriminator="event")]  # noqa: UP007
+
+
+_HostResult = model_of(HostResult, (("counts", dict[str, int]),))
+
+
+@functools.cache
+def output_type(kind: Kind) -> Any:
+    """The type (a model, or the union of the events) of one output of `kind`."""
+    if kind == "apply-event":
+        return _events()
+    payload: dict[str, dict[str, Any]] = {
+        "hosts": {"hosts": (dict[str, Host], ...)},
+        "check": {
+            "inventory": (str, ...),
+            "ok": (bool, ...),
+            "hosts": (list[str], Field(description="The selected hosts' names.")),
+            "groups": (int, ...),
+            "problems": (list[CheckProblem], ...),
+        },
+        "facts": {"hosts": (dict[str, FactsHost], ...)},
+        "plan": {"hosts": (dict[str, PlanHost], ...)},  # type: ignore[valid-type]
+        "report": {
+            "id": (str, ...),
+            "command": (str, ...),
+            "inventory": (str, ...),
+            "options": (dict[str, Any], ...),
+            "started": (float, ...),
+            "finished": (float | None, ...),
+            "status": (Literal["running", "finished"], ...),
+            "exit_code": (int | None, ...),
+            "seconds": (float | None, None),
+            "hosts": (dict[str, _HostResult], ...),  # type: ignore[valid-type]
+        },
+        "smoke": {"hosts": (list[SmokeHost], ...), "exit_code": (int, ...)},
+        "top-sample": {
+            "host": (str, ...),
+            "link": (LinkStatus, ...),
+            "detail": (str, ...),
+            "source": (str, ...),
+            "ts": (float | None, Field(description="When the last sample was taken.")),
+            "gpus": (list[model_of(GpuSample)], ...),  # type: ignore[misc]
+            "processes": (list[model_of(GpuProcess)], ...),  # type: ignore[misc]
+        },
+        "lab-status": {
+            "state_dir": (str, ...),
+            "running": (bool, ...),
+            "config": (dict[str, Any] | None, None),
+            "hosts": (list[dict[str, Any]], ...),
+        },
+    }
+    return _output(kind, **payload[kind])
+
+
+def schema(kind: str) -> dict[str, Any]:
+    """The JSON Schema of `kind`'s output (of an inventory file for "inventory")."""
+    if kind == "inventory":
+        doc = Document.model_json_schema()
+        title = "gpunode inventory"
+    else:
+        if kind not in KINDS:
+            raise ValueError(f"no output {kind!r}: one of {', '.join(KINDS)}")
+        doc = TypeAdapter(output_type(kind)).json_schema(mode="serialization")
+        title = f"gpunode --json: {kind}"
+    return {
+        "$schema": JSON_SCHEMA,
+        "title": title,
+        **{k: v for k, v in doc.items() if k != "title"},
+    }
+
+
+def validate(kind: Kind, text: str) -> Any:
+    """One output of `kind` (a document, or one line of a stream), checked by its model."""
+    return TypeAdapter(output_type(kind)).validate_json(text)
+
+
+def write_all(folder: Path) -> list[Path]:
+    """Every schema as `folder/KIND.json` (and inventory.json)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for kind in ("inventory", *KINDS):
+        path = folder / f"{kind}.json"
+        path.write_text(json.dumps(schema(kind), indent=2) + "\n")
+        written.append(path)
+    return written
+
+
+def main(argv: list[str]) -> int:
+    for path in write_all(Path(argv[0] if argv else "docs/schemas")):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
