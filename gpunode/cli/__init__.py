@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from gpunode import __version__
-from gpunode.exitcodes import help_text
+from gpunode.exitcodes import ExitCode, help_text
 
 # name -> (module, attribute, one-line help shown by `gpunode --help`)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -30,6 +30,34 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 
 
 class LazyGroup(click.Group):
+    """Subcommands imported when run; click's usage errors (bad options, no such command,
+    bad values) exit 5, the usage status of gpunode's table, rather than click's 2, and
+    an interrupt exits 130 rather than click's 1."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as exc:
+            _usage_status(exc)
+            raise
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            _usage_status(exc)
+            raise
+        except (KeyboardInterrupt, click.Abort) as exc:
+            # Ctrl-C, also at a prompt (click turns that into Abort): 130, as a shell would.
+            click.echo("\ninterrupted", err=True)
+            raise click.exceptions.Exit(ExitCode.INTERRUPTED) from exc
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(COMMANDS)
 
@@ -51,6 +79,11 @@ class LazyGroup(click.Group):
         rows = [(name, spec[2]) for name, spec in COMMANDS.items()]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+
+def _usage_status(exc: click.UsageError) -> None:
+    """Make click's usage error exit 5 when shown; its message and hints stay as they are."""
+    vars(exc)["exit_code"] = ExitCode.USAGE  # an instance value over click's class-wide 2
 
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}

@@ -30,9 +30,10 @@ def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...
           verbose: bool, ask_become_pass: bool) -> None:  # fmt: skip
     """Converge each host to its declared stack, then run its smoke tests.
 
-    Exit status: 0 every host converged, 2 a host failed, 4 a host unreachable,
-    5 a host's key changed (or is revoked), 1 bad usage (no --yes outside a terminal),
-    2 bad inventory, 130 the terminal UI quit before the run finished.
+    Exit status: 0 every host converged, 2 a host failed, 3 a host unreachable,
+    4 bad inventory or a stack refused before any change, 5 bad usage (no --yes outside
+    a terminal), 6 a host's key changed (or is revoked), 130 interrupted.
+    Several: 6 > 2 > 3 > 4.
     """
     from gpunode.execute.host import Options
     from gpunode.execute.session import ApplySession, Pacing
@@ -47,7 +48,7 @@ def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...
                else "not a terminal, so apply cannot ask for confirmation: "
                "pass --yes to apply, or --check to see what would change")  # fmt: skip
         click.echo(f"error: {why}", err=True)
-        sys.exit(ExitCode.ERROR)
+        sys.exit(ExitCode.USAGE)
     password = become_password(hosts, ask_become_pass)
     opts = Options(check=check, diff=diff, tags=tags, search=search_path(inventory),
                    smoke=not no_smoke, versions=RepoVersions(),

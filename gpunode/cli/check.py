@@ -19,7 +19,7 @@ def check(inventory: str, limit: str | None) -> None:
     stack can work at all (driver vs CUDA, cuDNN/NCCL builds, PyTorch wheels, open
     kernel modules). Every problem is reported at once with file:line:column.
 
-    Exit codes: 0 valid, 2 problems found.
+    Exit codes: 0 valid, 4 problems found.
     """
     from gpunode.compat import check_host
     from gpunode.inventory.text import printable

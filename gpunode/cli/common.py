@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 
 def load_selected(path: str, limit: str | None) -> tuple[Any, list[Any]]:
-    """Load and check an inventory, select hosts; on bad input print every problem, exit 2."""
+    """Load and check an inventory, select hosts; on bad input print every problem, exit 4."""
     from gpunode.inventory import InventoryError, PatternError, load
     from gpunode.inventory.text import printable
 

@@ -41,7 +41,7 @@ def report(run: str | None, list_runs: bool, as_json: bool) -> None:
         click.echo(
             f"error: no run {run!r} in {where}" if run else f"error: no runs in {where}", err=True
         )
-        sys.exit(ExitCode.ERROR)
+        sys.exit(ExitCode.USAGE)
     data = records.load_run(found)
     if as_json:
         click.echo(json.dumps(data, indent=2))

@@ -34,7 +34,7 @@ def top(inventory: str, limit: str | None, interval: float) -> None:
         sys.exit(ExitCode.BAD_INPUT)
     if not sys.stdout.isatty():
         click.echo("error: gpunode top needs a terminal", err=True)
-        sys.exit(ExitCode.BAD_INPUT)
+        sys.exit(ExitCode.USAGE)
 
     from gpunode.monitor import NvmlSource
     from gpunode.monitor.hosts import sampling

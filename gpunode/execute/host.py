@@ -159,6 +159,7 @@ class HostRun:
         facts, plan = self.read(apply=not self.opts.check)
         if plan.refused:
             self._fail(f"refused: {plan.refused}")
+            self.result.refused = True  # nothing was changed yet
             return
         if self.opts.check:
             self._check_only(plan)
