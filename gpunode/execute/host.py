@@ -403,7 +403,7 @@ class HostRun:
                 self.t.connect()
                 res = self.t.run(BOOT_ID, timeout=10)
             except HostKeyError:
-                raise  # a new key after the reboot is no "still rebooting": exit 5, at once
+                raise  # a new key after the reboot is no "still rebooting": exit 6, at once
             except TransportError:
                 self.t.close()
                 continue

@@ -120,7 +120,7 @@ def test_a_host_silent_mid_command_is_unreachable_the_other_finishes(
 REBOOT_ROLE = "- name: reboot for the test\n  op: reboot\n  reason: the test asks for one\n"
 
 
-def test_a_new_host_key_after_the_reboot_fails_at_once_exit_5(lab: Lab, tmp_path: Path) -> None:
+def test_a_new_host_key_after_the_reboot_fails_at_once_exit_6(lab: Lab, tmp_path: Path) -> None:
     inv = inventory(lab, tmp_path, {}, {"again": REBOOT_ROLE}, roles=["again"])
     wait_up(inv, "lab-02")
     before = lab.boot_id("lab-02")

@@ -1,5 +1,5 @@
 """The controller's own safety, through the command line: a changed host key is its own
-outcome (exit 5), run records are private, --diff keeps private files' content out."""
+outcome (exit 6), run records are private, --diff keeps private files' content out."""
 
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def _inventory(server: SshServer, tmp_path: Path, hosts: str) -> Path:
 # -- 4. a changed host key --------------------------------------------------------------------
 
 
-def test_facts_exit_5_on_a_changed_key_others_gathered(server: SshServer, tmp_path: Path) -> None:
+def test_facts_exit_6_on_a_changed_key_others_gathered(server: SshServer, tmp_path: Path) -> None:
     before = server.accepted()
     inv = _inventory(server, tmp_path, "good moved gone")
     out = gpunode("facts", str(inv), state=tmp_path / "state")
