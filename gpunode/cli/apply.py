@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from gpunode.cli import options as opt
-from gpunode.cli.common import become_password, load_selected
+from gpunode.cli.common import become_password, check_tags, load_selected
 from gpunode.exitcodes import ExitCode
 
 if TYPE_CHECKING:
@@ -25,9 +25,9 @@ if TYPE_CHECKING:
 @opt.verbose_option
 @opt.become_pass_option
 def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...],
-          forks: int | None, serial: int | None, max_fail: float | None, check: bool,
-          diff: bool, reboot_timeout: float, yes: bool, no_tui: bool, no_smoke: bool,
-          verbose: bool, ask_become_pass: bool) -> None:  # fmt: skip
+          skip_tags: tuple[str, ...], forks: int | None, serial: int | None,
+          max_fail: float | None, check: bool, diff: bool, reboot_timeout: float, yes: bool,
+          no_tui: bool, no_smoke: bool, verbose: bool, ask_become_pass: bool) -> None:  # fmt: skip
     """Converge each host to its declared stack, then run its smoke tests.
 
     Exit status: 0 every host converged, 2 a host failed, 3 a host unreachable,
@@ -42,6 +42,7 @@ def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...
     from gpunode.views import recap
 
     _, hosts = load_selected(inventory, limit)
+    check_tags(hosts, inventory, tags, skip_tags)
     tty = sys.stdin.isatty() and sys.stdout.isatty()
     if not (yes or check) and (as_json or not tty):
         why = ("--json cannot ask for confirmation: add --yes or --check" if as_json
@@ -50,7 +51,8 @@ def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...
         click.echo(f"error: {why}", err=True)
         sys.exit(ExitCode.USAGE)
     password = become_password(hosts, ask_become_pass)
-    opts = Options(check=check, diff=diff, tags=tags, search=search_path(inventory),
+    opts = Options(check=check, diff=diff, tags=tags, skip_tags=skip_tags,
+                   search=search_path(inventory),
                    smoke=not no_smoke, versions=RepoVersions(),
                    reboot_timeout=reboot_timeout)  # fmt: skip
     session = ApplySession(hosts, opts, pacing=Pacing(forks, serial, max_fail),

@@ -38,6 +38,25 @@ def load_selected(path: str, limit: str | None) -> tuple[Any, list[Any]]:
         sys.exit(ExitCode.BAD_INPUT)
 
 
+def check_tags(hosts: list[Host], inventory: str, *asked: tuple[str, ...]) -> None:
+    """Refuse (exit 5) a --tags/--skip-tags name that none of the selected hosts' roles
+    offers, listing the ones they do."""
+    from gpunode.inventory.text import printable
+    from gpunode.roles import search_path
+    from gpunode.roles.tags import role_tags, unknown_tags
+
+    wanted = [tag for tags in asked for tag in tags]
+    if not wanted:
+        return
+    known = role_tags(hosts, search_path(inventory))
+    unknown = unknown_tags(wanted, known)
+    if unknown:
+        valid = ", ".join(dict.fromkeys(t for tags in known.values() for t in tags)) or "none"
+        click.echo(printable(f"error: unknown tag {', '.join(unknown)}: the selected hosts' "
+                             f"roles offer {valid} (plan --list-tags)"), err=True)  # fmt: skip
+        sys.exit(ExitCode.USAGE)
+
+
 def become_password(hosts: list[Host], ask: bool) -> Secret | None:
     """Take every host's become_password_env out of the environment (before any child
     process starts), then prompt once when -K asks for it."""

@@ -30,6 +30,13 @@ def json_option(fn: F) -> F:
 
 
 def tags_option(fn: F) -> F:
+    """`--tags` and `--skip-tags`; names no selected role offers are refused (exit 5)."""
+    fn = click.option(
+        "--skip-tags",
+        metavar="TAGS",
+        callback=lambda _ctx, _param, text: parse_tags(text),
+        help="Leave out changes of these roles/tags (comma-separated).",
+    )(fn)
     return click.option(
         "--tags",
         metavar="TAGS",

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from gpunode.cli.common import become_password, load_selected
+from gpunode.cli.common import become_password, check_tags, load_selected
 from gpunode.cli.options import (
     become_pass_option,
     forks_option,
@@ -30,6 +30,9 @@ from gpunode.exitcodes import exit_code_for
     is_flag=True,
     help="Exit 7 when changes are pending and no host failed (0: nothing to do).",
 )
+@click.option(
+    "--list-tags", is_flag=True, help="Print the tags each selected role offers; plan nothing."
+)
 @forks_option
 @become_pass_option
 def plan(
@@ -37,7 +40,9 @@ def plan(
     limit: str | None,
     as_json: bool,
     tags: tuple[str, ...],
+    skip_tags: tuple[str, ...],
     detailed_exitcode: bool,
+    list_tags: bool,
     forks: int | None,
     ask_become_pass: bool,
 ) -> None:
@@ -55,8 +60,13 @@ def plan(
     from gpunode.views.planview import plan_text
 
     _, hosts = load_selected(inventory, limit)
+    if list_tags:
+        _list_tags(hosts, inventory, as_json)
+        return
+    check_tags(hosts, inventory, tags, skip_tags)
     password = become_password(hosts, ask_become_pass)
-    opts = Options(tags=tags, search=search_path(inventory), versions=RepoVersions())
+    opts = Options(tags=tags, skip_tags=skip_tags, search=search_path(inventory),
+                   versions=RepoVersions())  # fmt: skip
     outcomes = plan_hosts(hosts, opts, forks=forks, become_password=password)
     statuses: dict[str, str] = {}
     doc: dict[str, Any] = {}
@@ -80,6 +90,18 @@ def plan(
     else:
         click.echo(_summary(doc), err=True)
     sys.exit(code)
+
+
+def _list_tags(hosts: list[Any], inventory: str, as_json: bool) -> None:
+    """Each selected role and the tags it offers, one role a line (or JSON)."""
+    from gpunode.roles import search_path
+    from gpunode.roles.tags import role_tags
+
+    known = role_tags(hosts, search_path(inventory))
+    if as_json:
+        click.echo(json.dumps({"roles": {role: list(t) for role, t in known.items()}}, indent=2))
+    for role, tags in [] if as_json else known.items():
+        click.echo(f"{role}: {', '.join(tags)}")
 
 
 def _summary(doc: dict[str, Any]) -> str:

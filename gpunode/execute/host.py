@@ -60,6 +60,7 @@ class Options:
     check: bool = False
     diff: bool = False
     tags: Collection[str] = ()
+    skip_tags: Collection[str] = ()
     reboot_timeout: float = 600.0
     search: tuple[Path, ...] | None = None
     smoke: bool = True
@@ -138,6 +139,7 @@ class HostRun:
             tags=self.opts.tags,
             search=self.opts.search,
             catalog=catalog,
+            skip_tags=self.opts.skip_tags,
         )
 
     def _host_catalog(self, names: tuple[str, ...], facts: HostFacts, nvidia: str) -> Catalog:

@@ -47,7 +47,7 @@ def test_check_shipped_example() -> None:
     assert out.stdout.strip() == f"{EXAMPLE}: ok (3 hosts, 2 groups)"
 
 
-def test_check_bad_input_exits_2_with_every_problem(tmp_path: Path) -> None:
+def test_check_bad_input_exits_4_with_every_problem(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(
         "defaults:\n"
