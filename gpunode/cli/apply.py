@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...],
           skip_tags: tuple[str, ...], forks: int | None, serial: int | None,
           max_fail: float | None, check: bool, diff: bool, reboot_timeout: float, yes: bool,
-          no_tui: bool, no_smoke: bool, verbose: bool, ask_become_pass: bool) -> None:  # fmt: skip
+          no_tui: bool, no_smoke: bool, verbose: int, ask_become_pass: bool) -> None:  # fmt: skip
     """Converge each host to its declared stack, then run its smoke tests.
 
     Exit status: 0 every host converged, 2 a host failed, 3 a host unreachable,
@@ -43,6 +43,12 @@ def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...
 
     _, hosts = load_selected(inventory, limit)
     check_tags(hosts, inventory, tags, skip_tags)
+    if verbose >= 2:
+        from gpunode.cli.config import settings_rows, settings_text
+
+        ctx = click.get_current_context()
+        for line in settings_text(settings_rows(inventory, ctx)):
+            click.echo(f"setting: {line}", err=True)
     tty = sys.stdin.isatty() and sys.stdout.isatty()
     if not (yes or check) and (as_json or not tty):
         why = ("--json cannot ask for confirmation: add --yes or --check" if as_json
@@ -61,7 +67,8 @@ def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...
         click.echo("nothing was changed", err=True)
         sys.exit(ExitCode.OK)
     record = session.open_record(inventory, limit)
-    code = _show(session, as_json=as_json, tui=tty and not no_tui, verbose=verbose, diff=diff)
+    code = _show(session, as_json=as_json, tui=tty and not no_tui, verbose=verbose > 0,
+                 diff=diff)  # fmt: skip
     # the view may close a moment before the run hands back its result
     run = session.finish(timeout=0 if code == ExitCode.INTERRUPTED else 30)
     if run is None:

@@ -22,7 +22,7 @@ def load_selected(path: str, limit: str | None) -> tuple[Any, list[Any]]:
 
     try:
         inv = load(path)
-        return inv, inv.select(limit)
+        return inv, [_transport(host) for host in inv.select(limit)]
     except InventoryError as exc:
         for problem in exc.problems:
             # Messages quote inventory text: escape it, never hand a terminal raw escapes.
@@ -36,6 +36,20 @@ def load_selected(path: str, limit: str | None) -> tuple[Any, list[Any]]:
     except PatternError as exc:
         click.echo(f"error: {printable(str(exc))}", err=True)
         sys.exit(ExitCode.BAD_INPUT)
+
+
+def _transport(host: Host) -> Host:
+    """The host, with GPUNODE_SSH_TRANSPORT (or gpunode.toml's ssh_transport) as its
+    ssh.transport when its inventory sets none."""
+    import os
+
+    wanted = os.environ.get("GPUNODE_SSH_TRANSPORT")
+    if not wanted or "transport" in host.ssh.model_fields_set:
+        return host
+    if wanted not in ("paramiko", "openssh"):
+        click.echo(f"error: GPUNODE_SSH_TRANSPORT={wanted!r}: use paramiko or openssh", err=True)
+        sys.exit(ExitCode.BAD_INPUT)
+    return host.model_copy(update={"ssh": host.ssh.model_copy(update={"transport": wanted})})
 
 
 def check_tags(hosts: list[Host], inventory: str, *asked: tuple[str, ...]) -> None:

@@ -12,7 +12,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def inventory_argument(fn: F) -> F:
     return click.argument(
-        "inventory", type=click.Path(dir_okay=False, path_type=str), metavar="INVENTORY"
+        "inventory",
+        type=click.Path(dir_okay=False, path_type=str),
+        metavar="INVENTORY",
+        envvar="GPUNODE_INVENTORY",  # else gpunode.toml's `inventory`
     )(fn)
 
 
@@ -66,9 +69,13 @@ def become_pass_option(fn: F) -> F:
 
 
 def verbose_option(fn: F) -> F:
-    return click.option("-v", "--verbose", is_flag=True, help="Show the output of every command.")(
-        fn
-    )
+    """`-v` counted: 1 shows the output of every command, 2 also the effective settings."""
+    return click.option(
+        "-v",
+        "--verbose",
+        count=True,
+        help="-v: show the output of every command; -vv: also the settings and where from.",
+    )(fn)
 
 
 def parse_tags(text: str | None) -> tuple[str, ...]:
