@@ -38,7 +38,7 @@ MEANINGS: dict[ExitCode, str] = {
     ExitCode.BAD_INPUT: "bad inventory or input, or a refused stack: nothing was touched",
     ExitCode.USAGE: "bad usage: bad options, no --yes outside a terminal, unknown tag or run",
     ExitCode.HOSTKEY: "a host's key changed or is revoked: refused before logging in",
-    ExitCode.PENDING: "changes pending (plan --detailed-exitcode)",
+    ExitCode.PENDING: "changes pending (plan, apply --check: with --detailed-exitcode)",
     ExitCode.REBOOT_PENDING: "a reboot pending (apply --no-reboot)",
     ExitCode.INTERRUPTED: "interrupted (Ctrl-C, or the terminal UI quit before the run ended)",
 }

@@ -9,7 +9,7 @@ import click
 
 from gpunode.cli import options as opt
 from gpunode.cli.common import become_password, check_tags, load_selected
-from gpunode.exitcodes import ExitCode
+from gpunode.exitcodes import ExitCode, exit_code_for
 
 if TYPE_CHECKING:
     from gpunode.execute.session import ApplySession
@@ -26,14 +26,15 @@ if TYPE_CHECKING:
 @opt.become_pass_option
 def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...],
           skip_tags: tuple[str, ...], forks: int | None, serial: int | None,
-          max_fail: float | None, check: bool, diff: bool, reboot_timeout: float, yes: bool,
-          no_tui: bool, no_smoke: bool, verbose: int, ask_become_pass: bool) -> None:  # fmt: skip
+          max_fail: float | None, check: bool, diff: bool, detailed_exitcode: bool,
+          reboot_timeout: float, yes: bool, no_tui: bool, no_smoke: bool, verbose: int,
+          ask_become_pass: bool) -> None:  # fmt: skip
     """Converge each host to its declared stack, then run its smoke tests.
 
     Exit status: 0 every host converged, 2 a host failed, 3 a host unreachable,
     4 bad inventory or a stack refused before any change, 5 bad usage (no --yes outside
-    a terminal), 6 a host's key changed (or is revoked), 130 interrupted.
-    Several: 6 > 2 > 3 > 4.
+    a terminal), 6 a host's key changed (or is revoked), 7 changes pending (--check
+    --detailed-exitcode), 130 interrupted. Several: 6 > 2 > 3 > 4 > 7.
     """
     from gpunode.execute.host import Options
     from gpunode.execute.session import ApplySession, Pacing
@@ -41,6 +42,8 @@ def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...
     from gpunode.roles import search_path
     from gpunode.views import recap
 
+    if detailed_exitcode and not check:
+        raise click.UsageError("--detailed-exitcode needs --check")
     _, hosts = load_selected(inventory, limit)
     check_tags(hosts, inventory, tags, skip_tags)
     if verbose >= 2:
@@ -78,6 +81,9 @@ def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...
     click.echo(recap.recap_json(run, str(record)) if as_json else recap.recap_text(run))
     if not as_json:
         click.echo(f"run record: {record}", err=True)
+    if detailed_exitcode:  # with --check, a host that would change counts as pending (7)
+        sys.exit(exit_code_for("pending" if r.status == "changed" else r.final
+                               for r in run.hosts.values()))  # fmt: skip
     sys.exit(run.exit_code)
 
 

@@ -88,6 +88,11 @@ def apply_options(fn: F) -> F:
         click.option("--check", is_flag=True, help="Read and plan only: no remote writes at all."),
         click.option("--diff", is_flag=True, help="Show the difference in each file changed."),
         click.option(
+            "--detailed-exitcode",
+            is_flag=True,
+            help="With --check: exit 7 when changes are pending and no host failed.",
+        ),
+        click.option(
             "--serial",
             type=click.IntRange(1),
             default=None,

@@ -118,4 +118,6 @@ def test_click_usage_errors_exit_5() -> None:
     assert runner.invoke(cli, ["plan", "x.yaml", "--nope"]).exit_code == 5
     assert runner.invoke(cli, ["nosuch"]).exit_code == 5
     assert runner.invoke(cli, ["apply", "x.yaml", "--forks", "0"]).exit_code == 5
+    no_check = runner.invoke(cli, ["apply", "x.yaml", "--detailed-exitcode", "--yes"])
+    assert no_check.exit_code == 5 and "--detailed-exitcode needs --check" in no_check.output
     assert runner.invoke(cli, ["--help"]).exit_code == 0
