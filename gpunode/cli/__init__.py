@@ -96,7 +96,7 @@ def defaults_for(
     """The command's defaults from gpunode.toml files (below the command line and the
     environment, which click reads first); settings that are no option of the command go to
     the environment when it has none (GPUNODE_STATE_DIR, GPUNODE_SSH_TRANSPORT)."""
-    from gpunode import config
+    from gpunode.cli import settings as config
 
     # Which inventory (command line or GPUNODE_INVENTORY) picks the file next to it:
     # a lenient parse that reports nothing and runs nothing.

@@ -28,7 +28,7 @@ def config(inventory: str | None, as_json: bool) -> None:
 
     Exit status: 0, or 4 when a gpunode.toml is bad.
     """
-    rows = settings_rows(inventory)
+    rows = settings_rows(inventory, click.get_current_context())
     if as_json:
         doc = {key: {"value": value, "from": source} for key, value, source in rows}
         click.echo(json.dumps(doc, indent=2))
@@ -37,22 +37,18 @@ def config(inventory: str | None, as_json: bool) -> None:
         click.echo(line)
 
 
-def settings_rows(
-    inventory: str | None, ctx: click.Context | None = None
-) -> list[tuple[str, object, str]]:
-    """(setting, value, where from). Within a command (`ctx`), its inventory and forks as
-    click resolved them; else every GPUNODE_<COMMAND>_FORKS set in the environment as a
-    row of its own (it wins for that command only)."""
-    from gpunode import config as cfg
+def settings_rows(inventory: str | None, ctx: click.Context) -> list[tuple[str, object, str]]:
+    """(setting, value, where from). The parameters of the command running (`ctx`) as
+    click resolved them; for a command without --forks, every GPUNODE_<COMMAND>_FORKS set
+    in the environment as a row of its own (it wins for that command only)."""
+    from gpunode.cli import settings as cfg
 
     settings = cfg.load(inventory)
     rows = settings.effective()
     for i, (key, _, _) in enumerate(rows):
-        if ctx is not None and key in ctx.params:
+        if key in ctx.params:
             rows[i] = (key, ctx.params[key], _source(ctx, key, settings.sources.get(key, "")))
-        elif key == "inventory" and inventory:
-            rows[i] = (key, inventory, "command line or GPUNODE_INVENTORY")
-    if ctx is not None:
+    if "forks" in ctx.params:
         return rows
     for name, value in sorted(os.environ.items()):
         if name.startswith("GPUNODE_") and name.endswith("_FORKS"):

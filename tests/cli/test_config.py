@@ -69,9 +69,9 @@ def test_forks_precedence(tmp_path: Path) -> None:
 
 
 def test_default_inventory_and_transport_from_the_user_file(tmp_path: Path) -> None:
-    inventory(tmp_path)
+    inv = inventory(tmp_path)
     # the inventory is relative to the file that names it
-    user_file(tmp_path, 'inventory = "../../site/inv.yaml"\nssh_transport = "openssh"\n')
+    mine = user_file(tmp_path, 'inventory = "../../site/inv.yaml"\nssh_transport = "openssh"\n')
     out = run(tmp_path, "hosts", "--json")
     assert out.returncode == 0, out.stderr
     hosts = json.loads(out.stdout)
@@ -80,8 +80,9 @@ def test_default_inventory_and_transport_from_the_user_file(tmp_path: Path) -> N
     assert hosts["b"]["ssh"]["transport"] == "paramiko"
     env = run(tmp_path, "hosts", "--json", GPUNODE_SSH_TRANSPORT="paramiko")
     assert json.loads(env.stdout)["a"]["ssh"]["transport"] == "paramiko"
-    shown = run(tmp_path, "config", "--json")
-    assert json.loads(shown.stdout)["ssh_transport"]["value"] == "openssh"
+    shown = json.loads(run(tmp_path, "config", "--json").stdout)
+    assert shown["ssh_transport"] == {"value": "openssh", "from": str(mine)}
+    assert shown["inventory"] == {"value": str(inv), "from": str(mine)}
 
 
 def test_state_dir_from_a_file_and_the_environment_over_it(tmp_path: Path) -> None:

@@ -113,7 +113,7 @@ def read(path: Path) -> dict[str, Any]:
     """One file's settings, checked; ConfigError names the file and line."""
     from pydantic import ValidationError
 
-    from gpunode.configmodel import FileSettings
+    from gpunode.cli.settingsmodel import FileSettings
 
     text = path.read_text(encoding="utf-8")
     try:

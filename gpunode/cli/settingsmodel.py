@@ -1,4 +1,4 @@
-"""The shape of a gpunode.toml (gpunode.config reads it); apart so that reading no file
+"""The shape of a gpunode.toml (gpunode.cli.settings reads it); apart so that reading no file
 imports no pydantic."""
 
 from __future__ import annotations
