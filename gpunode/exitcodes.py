@@ -1,13 +1,15 @@
 """Every exit status of `gpunode`, with what it means: the one table the commands, the
-`--help` epilog and the README share.
+`--help` epilog and the README share, and the one ranking every command uses when its
+hosts end differently.
 
 When the hosts of one run end differently, the status of the first that applies wins:
-host key changed (5), then failed (2), then unreachable (4); `facts` and `smoke` rank
-5, then 4, then 2.
+host key changed (6), then a host failed (2), then unreachable (3), then refused or bad
+input (4), then reboot pending (8), then changes pending (7), else 0.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import IntEnum
 
 
@@ -15,10 +17,12 @@ class ExitCode(IntEnum):
     OK = 0
     ERROR = 1
     FAILED = 2
-    BAD_INPUT = 2  # the same status as FAILED: nothing was changed
-    PENDING = 3
-    UNREACHABLE = 4
-    HOSTKEY = 5
+    UNREACHABLE = 3
+    BAD_INPUT = 4
+    USAGE = 5
+    HOSTKEY = 6
+    PENDING = 7
+    REBOOT_PENDING = 8
     INTERRUPTED = 130
 
     @property
@@ -28,13 +32,47 @@ class ExitCode(IntEnum):
 
 MEANINGS: dict[ExitCode, str] = {
     ExitCode.OK: "success, or nothing to do",
-    ExitCode.ERROR: "an internal error or bad usage (no --yes outside a terminal, no such run)",
-    ExitCode.FAILED: "bad input, a failed host or a refused stack",
-    ExitCode.PENDING: "changes pending (plan --detailed-exitcode, no host failed)",
+    ExitCode.ERROR: "an internal error",
+    ExitCode.FAILED: "a host failed",
     ExitCode.UNREACHABLE: "a host unreachable",
+    ExitCode.BAD_INPUT: "bad inventory or input, or a refused stack: nothing was touched",
+    ExitCode.USAGE: "bad usage: bad options, no --yes outside a terminal, unknown tag or run",
     ExitCode.HOSTKEY: "a host's key changed or is revoked: refused before logging in",
-    ExitCode.INTERRUPTED: "the terminal UI was quit before the run finished",
+    ExitCode.PENDING: "changes pending (plan, apply --check: with --detailed-exitcode)",
+    ExitCode.REBOOT_PENDING: "a reboot pending (apply --no-reboot)",
+    ExitCode.INTERRUPTED: "interrupted (Ctrl-C, or the terminal UI quit before the run ended)",
 }
+
+RANK: tuple[ExitCode, ...] = (
+    ExitCode.HOSTKEY,
+    ExitCode.FAILED,
+    ExitCode.UNREACHABLE,
+    ExitCode.BAD_INPUT,
+    ExitCode.REBOOT_PENDING,
+    ExitCode.PENDING,
+)
+"""Which status wins when hosts end differently: the first present here, else OK."""
+
+HOST_STATUS: dict[str, ExitCode] = {
+    "hostkey-changed": ExitCode.HOSTKEY,
+    "failed": ExitCode.FAILED,
+    "unreachable": ExitCode.UNREACHABLE,
+    "refused": ExitCode.BAD_INPUT,
+    "reboot-pending": ExitCode.REBOOT_PENDING,
+    "pending": ExitCode.PENDING,
+}
+"""A host's final status as the exit status it calls for; any other status is OK."""
+
+
+def worst(codes: Iterable[int]) -> ExitCode:
+    """The status of a run whose hosts ended with `codes`, ranked by RANK."""
+    present = set(codes)
+    return next((code for code in RANK if code in present), ExitCode.OK)
+
+
+def exit_code_for(statuses: Iterable[str]) -> ExitCode:
+    """The run's status from its hosts' final statuses ("failed", "unreachable"...)."""
+    return worst(HOST_STATUS.get(status, ExitCode.OK) for status in statuses)
 
 
 def table() -> list[tuple[int, str]]:

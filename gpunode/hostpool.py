@@ -43,7 +43,7 @@ class Outcome(Generic[T]):
     seconds: float = 0.0
     hostkey_changed: bool = False
     """Unreachable because the host offered a key other than the known one (or a revoked
-    one): someone may be in between. Callers that know it report "hostkey-changed" (exit 5);
+    one): someone may be in between. Callers that know it report "hostkey-changed" (exit 6);
     the others still see an unreachable host."""
 
     @property

@@ -8,11 +8,12 @@ from typing import Any
 
 import click
 
+from gpunode.exitcodes import ExitCode
 from gpunode_lab.gpumodels import MODELS
 from gpunode_lab.state import MIRRORS, UBUNTU, LabConfig, LabPaths, state_dir
 
-EXIT_ERROR = 1
-EXIT_UNSUPPORTED = 2
+EXIT_ERROR = ExitCode.ERROR
+EXIT_UNSUPPORTED = ExitCode.USAGE  # not Linux, or not root: nothing was started
 
 
 def _paths() -> LabPaths:

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 import gpunode
 from gpunode.cli import cli, plugins
+from gpunode.exitcodes import ExitCode
 
 PRODUCT = Path(gpunode.__file__).parent
 ROOT = PRODUCT.parent
@@ -111,7 +112,7 @@ def test_without_the_lab_gpunode_lab_says_how_to_install_it(
     monkeypatch.setattr(plugins, "installed", lambda: {})
     for args in (["lab"], ["lab", "up", "--hosts", "4"], ["lab", "--help"]):
         out = CliRunner().invoke(cli, args)
-        assert out.exit_code == 2, args
+        assert out.exit_code == ExitCode.USAGE, args
         assert out.output.splitlines() == [
             "gpunode lab is not installed: pip install -e ./gpunode_lab in a gpunode checkout"
             " (scripts/setup.sh does it)"

@@ -15,7 +15,7 @@ import click
 
 from gpunode import __version__
 from gpunode.cli import plugins
-from gpunode.exitcodes import help_text
+from gpunode.exitcodes import ExitCode, help_text
 
 # name -> (module, attribute, one-line help shown by `gpunode --help`)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -29,10 +29,47 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "report": ("gpunode.cli.report", "report", "Show a recorded run."),
     "smoke": ("gpunode.cli.smoke", "smoke", "Run the GPU smoke tests on each host."),
     "top": ("gpunode.cli.top", "top", "Live GPU view of every host (nvitop for a lab)."),
+    "config": ("gpunode.cli.config", "config", "Show the effective settings, and where from."),
 }
 
 
 class LazyGroup(click.Group):
+    """Subcommands imported when run; click's usage errors (bad options, no such command,
+    bad values) exit 5, the usage status of gpunode's table, rather than click's 2, and
+    an interrupt exits 130 rather than click's 1."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as exc:
+            _usage_status(exc)
+            raise
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            _usage_status(exc)
+            raise
+        except (KeyboardInterrupt, click.Abort) as exc:
+            # Ctrl-C, also at a prompt (click turns that into Abort): 130, as a shell would.
+            click.echo("\ninterrupted", err=True)
+            raise click.exceptions.Exit(ExitCode.INTERRUPTED) from exc
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name, cmd, rest = super().resolve_command(ctx, args)
+        if name in COMMANDS and cmd is not None:
+            ctx.default_map = {name: defaults_for(ctx, name, cmd, rest)}
+        return name, cmd, rest
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return [*COMMANDS, *self._plugin_names()]
 
@@ -70,7 +107,38 @@ class LazyGroup(click.Group):
             formatter.write_dl(rows)
 
 
-CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+def defaults_for(
+    ctx: click.Context, name: str, cmd: click.Command, args: list[str]
+) -> dict[str, object]:
+    """The command's defaults from gpunode.toml files (below the command line and the
+    environment, which click reads first); settings that are no option of the command go to
+    the environment when it has none (GPUNODE_STATE_DIR, GPUNODE_SSH_TRANSPORT)."""
+    from gpunode.cli import settings as config
+
+    # Which inventory (command line or GPUNODE_INVENTORY) picks the file next to it:
+    # a lenient parse that reports nothing and runs nothing.
+    peek = cmd.make_context(name, list(args), parent=ctx, resilient_parsing=True)
+    inventory = peek.params.get("inventory")
+    try:
+        settings = config.load(inventory if isinstance(inventory, str) else None)
+    except (config.ConfigError, OSError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise click.exceptions.Exit(ExitCode.BAD_INPUT) from None
+    config.export_unset(settings)
+    params = {p.name for p in cmd.params}
+    return {k: v for k, v in settings.values.items() if k in params and v is not None}
+
+
+def _usage_status(exc: click.UsageError) -> None:
+    """Make click's usage error exit 5 when shown; its message and hints stay as they are."""
+    vars(exc)["exit_code"] = ExitCode.USAGE  # an instance value over click's class-wide 2
+
+
+CONTEXT = {
+    "help_option_names": ["-h", "--help"],
+    "max_content_width": 100,
+    "auto_envvar_prefix": "GPUNODE",  # GPUNODE_APPLY_FORKS=8 is apply's --forks 8
+}
 
 
 @click.group(cls=LazyGroup, context_settings=CONTEXT, epilog=help_text())

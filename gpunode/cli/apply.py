@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 import click
 
 from gpunode.cli import options as opt
-from gpunode.cli.common import become_password, inventory_name, load_selected
-from gpunode.exitcodes import ExitCode
+from gpunode.cli.common import become_password, check_tags, inventory_name, load_selected
+from gpunode.exitcodes import ExitCode, exit_code_for
 
 if TYPE_CHECKING:
     from gpunode.execute.session import ApplySession
@@ -25,14 +25,16 @@ if TYPE_CHECKING:
 @opt.verbose_option
 @opt.become_pass_option
 def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...],
-          forks: int | None, serial: int | None, max_fail: float | None, check: bool,
-          diff: bool, reboot_timeout: float, yes: bool, no_tui: bool, no_smoke: bool,
-          verbose: bool, ask_become_pass: bool) -> None:  # fmt: skip
+          skip_tags: tuple[str, ...], forks: int | None, serial: int | None,
+          max_fail: float | None, check: bool, diff: bool, detailed_exitcode: bool,
+          reboot_timeout: float, yes: bool, no_tui: bool, no_smoke: bool, verbose: int,
+          ask_become_pass: bool) -> None:  # fmt: skip
     """Converge each host to its declared stack, then run its smoke tests.
 
-    Exit status: 0 every host converged, 2 a host failed, 4 a host unreachable,
-    5 a host's key changed (or is revoked), 1 bad usage (no --yes outside a terminal),
-    2 bad inventory, 130 the terminal UI quit before the run finished.
+    Exit status: 0 every host converged, 2 a host failed, 3 a host unreachable,
+    4 bad inventory or a stack refused before any change, 5 bad usage (no --yes outside
+    a terminal), 6 a host's key changed (or is revoked), 7 changes pending (--check
+    --detailed-exitcode), 130 interrupted. Several: 6 > 2 > 3 > 4 > 7.
     """
     from gpunode.execute.host import Options
     from gpunode.execute.session import ApplySession, Pacing
@@ -40,16 +42,26 @@ def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...
     from gpunode.roles import search_path
     from gpunode.views import recap
 
+    if detailed_exitcode and not check:
+        raise click.UsageError("--detailed-exitcode needs --check")
     _, hosts = load_selected(inventory, limit)
+    check_tags(hosts, inventory, tags, skip_tags)
+    if verbose >= 2:
+        from gpunode.cli.config import settings_rows, settings_text
+
+        ctx = click.get_current_context()
+        for line in settings_text(settings_rows(inventory, ctx)):
+            click.echo(f"setting: {line}", err=True)
     tty = sys.stdin.isatty() and sys.stdout.isatty()
     if not (yes or check) and (as_json or not tty):
         why = ("--json cannot ask for confirmation: add --yes or --check" if as_json
                else "not a terminal, so apply cannot ask for confirmation: "
                "pass --yes to apply, or --check to see what would change")  # fmt: skip
         click.echo(f"error: {why}", err=True)
-        sys.exit(ExitCode.ERROR)
+        sys.exit(ExitCode.USAGE)
     password = become_password(hosts, ask_become_pass)
-    opts = Options(check=check, diff=diff, tags=tags, search=search_path(inventory),
+    opts = Options(check=check, diff=diff, tags=tags, skip_tags=skip_tags,
+                   search=search_path(inventory),
                    smoke=not no_smoke, versions=RepoVersions(),
                    reboot_timeout=reboot_timeout)  # fmt: skip
     session = ApplySession(hosts, opts, pacing=Pacing(forks, serial, max_fail),
@@ -58,8 +70,8 @@ def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...
         click.echo("nothing was changed", err=True)
         sys.exit(ExitCode.OK)
     record = session.open_record(inventory, limit)
-    code = _show(session, as_json=as_json, tui=tty and not no_tui, verbose=verbose, diff=diff,
-                 fleet=inventory_name(inventory))  # fmt: skip
+    code = _show(session, as_json=as_json, tui=tty and not no_tui, verbose=verbose > 0,
+                 diff=diff, fleet=inventory_name(inventory))  # fmt: skip
     # the view may close a moment before the run hands back its result
     run = session.finish(timeout=0 if code == ExitCode.INTERRUPTED else 30)
     if run is None:
@@ -69,6 +81,9 @@ def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...
     click.echo(recap.recap_json(run, str(record)) if as_json else recap.recap_text(run))
     if not as_json:
         click.echo(f"run record: {record}", err=True)
+    if detailed_exitcode:  # with --check, a host that would change counts as pending (7)
+        sys.exit(exit_code_for("pending" if r.status == "changed" else r.final
+                               for r in run.hosts.values()))  # fmt: skip
     sys.exit(run.exit_code)
 
 

@@ -24,13 +24,22 @@ def check(inventory: str, limit: str | None, as_json: bool) -> None:
     stack can work at all (driver vs CUDA, cuDNN/NCCL builds, PyTorch wheels, open
     kernel modules). Every problem is reported at once with file:line:column.
 
-    Exit codes: 0 valid, 2 problems found.
+    Every role the hosts' stacks select must exist, and each of its tasks must fit its
+    operation's arguments (values written as Jinja are checked once facts render them).
+
+    Exit codes: 0 valid, 4 problems found.
     """
     from gpunode.inventory.text import printable
+    from gpunode.roles import search_path
+    from gpunode.roles.lint import role_problems
+    from gpunode.roles.walk import builtin_roles
 
     inv, hosts = _load_json(inventory, limit) if as_json else load_selected(inventory, limit)
     problems = _findings(inv, hosts)
+    roles = role_problems((r for h in hosts for r in builtin_roles(h)), search_path(inventory))
     if as_json:
+        where_of = (p.rsplit(": ", 1) if ": " in p else ("", p) for p in roles)
+        problems += [{"where": w, "field": "role", "message": m, "hosts": []} for w, m in where_of]
         _echo_json(inventory, problems, hosts=[h.name for h in hosts], groups=len(inv.groups))
         sys.exit(ExitCode.BAD_INPUT if problems else ExitCode.OK)
     for p in problems:
@@ -39,8 +48,10 @@ def check(inventory: str, limit: str | None, as_json: bool) -> None:
         click.echo(
             printable(f"error: {p['where']}: {p['field']}: {p['message']} [{who}]"), err=True
         )
-    if problems:
-        n = len(problems)
+    for problem in roles:
+        click.echo(printable(f"error: {problem}"), err=True)
+    if problems or roles:
+        n = len(problems) + len(roles)
         click.echo(
             f"{n} problem{'s' if n != 1 else ''} in {printable(inventory)}; nothing was changed.",
             err=True,

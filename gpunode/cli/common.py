@@ -16,13 +16,13 @@ if TYPE_CHECKING:
 
 
 def load_selected(path: str, limit: str | None) -> tuple[Any, list[Any]]:
-    """Load and check an inventory, select hosts; on bad input print every problem, exit 2."""
+    """Load and check an inventory, select hosts; on bad input print every problem, exit 4."""
     from gpunode.inventory import InventoryError, PatternError, load
     from gpunode.inventory.text import printable
 
     try:
         inv = load(path)
-        return inv, inv.select(limit)
+        return inv, [_transport(host) for host in inv.select(limit)]
     except InventoryError as exc:
         for problem in exc.problems:
             # Messages quote inventory text: escape it, never hand a terminal raw escapes.
@@ -36,6 +36,39 @@ def load_selected(path: str, limit: str | None) -> tuple[Any, list[Any]]:
     except PatternError as exc:
         click.echo(f"error: {printable(str(exc))}", err=True)
         sys.exit(ExitCode.BAD_INPUT)
+
+
+def _transport(host: Host) -> Host:
+    """The host, with GPUNODE_SSH_TRANSPORT (or gpunode.toml's ssh_transport) as its
+    ssh.transport when its inventory sets none."""
+    import os
+
+    wanted = os.environ.get("GPUNODE_SSH_TRANSPORT")
+    if not wanted or "transport" in host.ssh.model_fields_set:
+        return host
+    if wanted not in ("paramiko", "openssh"):
+        click.echo(f"error: GPUNODE_SSH_TRANSPORT={wanted!r}: use paramiko or openssh", err=True)
+        sys.exit(ExitCode.BAD_INPUT)
+    return host.model_copy(update={"ssh": host.ssh.model_copy(update={"transport": wanted})})
+
+
+def check_tags(hosts: list[Host], inventory: str, *asked: tuple[str, ...]) -> None:
+    """Refuse (exit 5) a --tags/--skip-tags name that none of the selected hosts' roles
+    offers, listing the ones they do."""
+    from gpunode.inventory.text import printable
+    from gpunode.roles import search_path
+    from gpunode.roles.tags import role_tags, unknown_tags
+
+    wanted = [tag for tags in asked for tag in tags]
+    if not wanted:
+        return
+    known = role_tags(hosts, search_path(inventory))
+    unknown = unknown_tags(wanted, known)
+    if unknown:
+        valid = ", ".join(dict.fromkeys(t for tags in known.values() for t in tags)) or "none"
+        click.echo(printable(f"error: unknown tag {', '.join(unknown)}: the selected hosts' "
+                             f"roles offer {valid} (plan --list-tags)"), err=True)  # fmt: skip
+        sys.exit(ExitCode.USAGE)
 
 
 def become_password(hosts: list[Host], ask: bool) -> Secret | None:

@@ -14,7 +14,7 @@ from gpunode.cli.options import (
     json_option,
     limit_option,
 )
-from gpunode.exitcodes import ExitCode
+from gpunode.exitcodes import exit_code_for
 
 
 @click.command("facts")
@@ -28,8 +28,8 @@ def facts(
 ) -> None:
     """Gather what each host has: OS, GPUs, driver, packages, CUDA, cuDNN, NCCL, conda.
 
-    Exit status: 0 every host gathered, 4 some host unreachable or failed, 5 a host's key
-    changed (or is revoked; before 4), 2 bad input.
+    Exit status: 0 every host gathered, 2 a host failed, 3 a host unreachable, 4 bad
+    input, 6 a host's key changed (or is revoked). Several: 6 > 2 > 3.
     """
     from gpunode.events import Bus
     from gpunode.facts.gather import gather_all
@@ -45,6 +45,4 @@ def facts(
         if outcomes:
             click.echo(facts_text(outcomes))
         click.echo(facts_summary(outcomes), err=True)
-    if any(o.hostkey_changed for o in outcomes.values()):
-        sys.exit(ExitCode.HOSTKEY)
-    sys.exit(ExitCode.UNREACHABLE if any(o.status != "ok" for o in outcomes.values()) else 0)
+    sys.exit(exit_code_for(o.state for o in outcomes.values()))

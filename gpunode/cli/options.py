@@ -12,7 +12,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def inventory_argument(fn: F) -> F:
     return click.argument(
-        "inventory", type=click.Path(dir_okay=False, path_type=str), metavar="INVENTORY"
+        "inventory",
+        type=click.Path(dir_okay=False, path_type=str),
+        metavar="INVENTORY",
+        envvar="GPUNODE_INVENTORY",  # else gpunode.toml's `inventory`
     )(fn)
 
 
@@ -30,6 +33,13 @@ def json_option(fn: F) -> F:
 
 
 def tags_option(fn: F) -> F:
+    """`--tags` and `--skip-tags`; names no selected role offers are refused (exit 5)."""
+    fn = click.option(
+        "--skip-tags",
+        metavar="TAGS",
+        callback=lambda _ctx, _param, text: parse_tags(text),
+        help="Leave out changes of these roles/tags (comma-separated).",
+    )(fn)
     return click.option(
         "--tags",
         metavar="TAGS",
@@ -59,9 +69,13 @@ def become_pass_option(fn: F) -> F:
 
 
 def verbose_option(fn: F) -> F:
-    return click.option("-v", "--verbose", is_flag=True, help="Show the output of every command.")(
-        fn
-    )
+    """`-v` counted: 1 shows the output of every command, 2 also the effective settings."""
+    return click.option(
+        "-v",
+        "--verbose",
+        count=True,
+        help="-v: show the output of every command; -vv: also the settings and where from.",
+    )(fn)
 
 
 def parse_tags(text: str | None) -> tuple[str, ...]:
@@ -73,6 +87,11 @@ def apply_options(fn: F) -> F:
     decorators = [
         click.option("--check", is_flag=True, help="Read and plan only: no remote writes at all."),
         click.option("--diff", is_flag=True, help="Show the difference in each file changed."),
+        click.option(
+            "--detailed-exitcode",
+            is_flag=True,
+            help="With --check: exit 7 when changes are pending and no host failed.",
+        ),
         click.option(
             "--serial",
             type=click.IntRange(1),

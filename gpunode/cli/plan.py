@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from gpunode.cli.common import become_password, load_selected
+from gpunode.cli.common import become_password, check_tags, load_selected
 from gpunode.cli.options import (
     become_pass_option,
     forks_option,
@@ -16,7 +16,7 @@ from gpunode.cli.options import (
     limit_option,
     tags_option,
 )
-from gpunode.exitcodes import ExitCode
+from gpunode.exitcodes import exit_code_for
 
 
 @click.command("plan")
@@ -27,7 +27,10 @@ from gpunode.exitcodes import ExitCode
 @click.option(
     "--detailed-exitcode",
     is_flag=True,
-    help="Exit 3 when changes are pending and no host failed (0: nothing to do).",
+    help="Exit 7 when changes are pending and no host failed (0: nothing to do).",
+)
+@click.option(
+    "--list-tags", is_flag=True, help="Print the tags each selected role offers; plan nothing."
 )
 @forks_option
 @become_pass_option
@@ -36,15 +39,18 @@ def plan(
     limit: str | None,
     as_json: bool,
     tags: tuple[str, ...],
+    skip_tags: tuple[str, ...],
     detailed_exitcode: bool,
+    list_tags: bool,
     forks: int | None,
     ask_become_pass: bool,
 ) -> None:
     """Read every host (one round trip each) and show what `apply` would change.
 
     Exit status: 0 nothing to do (or changes pending without --detailed-exitcode),
-    2 a host refused or failed, 4 a host unreachable, 5 a host's key changed (or is
-    revoked), 3 changes pending with --detailed-exitcode. Several: 5 > 2 > 4.
+    2 a host failed, 3 a host unreachable, 4 a host's stack refused, 6 a host's key
+    changed (or is revoked), 7 changes pending with --detailed-exitcode.
+    Several: 6 > 2 > 3 > 4 > 7.
     """
     from gpunode.execute.host import Options
     from gpunode.execute.preview import plan_hosts
@@ -54,55 +60,76 @@ def plan(
     from gpunode.views.planview import plan_text
 
     _, hosts = load_selected(inventory, limit)
+    if list_tags:
+        _list_tags(hosts, inventory, as_json)
+        return
+    check_tags(hosts, inventory, tags, skip_tags)
     password = become_password(hosts, ask_become_pass)
-    opts = Options(tags=tags, search=search_path(inventory), versions=RepoVersions())
+    opts = Options(tags=tags, skip_tags=skip_tags, search=search_path(inventory),
+                   versions=RepoVersions())  # fmt: skip
     outcomes = plan_hosts(hosts, opts, forks=forks, become_password=password)
-    refused: list[str] = []
-    unreachable: list[str] = []
-    hostkey: list[str] = []
-    pending = False
+    statuses: dict[str, str] = {}
     doc: dict[str, Any] = {}
     for name, o in outcomes.items():
         p = o.value
         if p is None:
-            if o.hostkey_changed:
-                hostkey.append(name)
-            else:
-                (unreachable if o.status == "unreachable" else refused).append(name)
+            statuses[name] = o.state
             doc[name] = {"status": o.state, "error": o.error}
             if not as_json:
                 click.echo(f"{name}: {o.summary}")
             continue
-        if p.refused is not None:
-            refused.append(name)
-        pending = pending or bool(p.changes)
+        statuses[name] = "refused" if p.refused else ("pending" if p.changes else "ok")
         doc[name] = {"status": "refused" if p.refused else "ok", **p.to_json()}
         if not as_json:
             click.echo(plan_text(p))
+    if not detailed_exitcode:
+        statuses = {n: "ok" if s == "pending" else s for n, s in statuses.items()}
+    code = exit_code_for(statuses.values())
     if as_json:
-        click.echo(dumps("plan", {"hosts": doc}))
+        click.echo(dumps("plan", {"hosts": doc, "exit_code": int(code)}))
     else:
-        click.echo(_summary(doc, refused, unreachable, hostkey), err=True)
-    if hostkey:
-        sys.exit(ExitCode.HOSTKEY)
-    if refused:
-        sys.exit(ExitCode.FAILED)
-    if unreachable:
-        sys.exit(ExitCode.UNREACHABLE)
-    sys.exit(ExitCode.PENDING if pending and detailed_exitcode else ExitCode.OK)
+        click.echo(_summary(doc), err=True)
+    sys.exit(code)
 
 
-def _summary(
-    doc: dict[str, Any], refused: list[str], unreachable: list[str], hostkey: list[str]
-) -> str:
-    n = sum(len(v.get("changes", [])) for v in doc.values())
-    planned = len(doc) - len(refused) - len(unreachable) - len(hostkey)
-    parts = [f"{n} change{'s' * (n != 1)} pending on {planned} host{'s' * (planned != 1)}"]
-    if hostkey:
-        k, names = len(hostkey), ", ".join(hostkey)
-        parts.append(f"host key changed on {k} host{'s' * (k != 1)}: refused ({names})")
-    if refused:
-        parts.append(f"{len(refused)} refused or failed ({', '.join(refused)})")
-    if unreachable:
-        parts.append(f"{len(unreachable)} unreachable ({', '.join(unreachable)})")
+def _list_tags(hosts: list[Any], inventory: str, as_json: bool) -> None:
+    """Each selected role and the tags it offers, one role a line (or JSON)."""
+    from gpunode.roles import search_path
+    from gpunode.roles.tags import role_tags
+
+    known = role_tags(hosts, search_path(inventory))
+    if as_json:
+        from gpunode.views.envelope import dumps
+
+        click.echo(dumps("tags", {"roles": {role: list(t) for role, t in known.items()}}))
+    for role, tags in [] if as_json else known.items():
+        click.echo(f"{role}: {', '.join(tags)}")
+
+
+def _summary(doc: dict[str, Any]) -> str:
+    """One line: changes pending on the hosts that planned, then every host that did not.
+    Never "0 changes pending" while some host refused or could not be read."""
+    planned = [name for name, d in doc.items() if d["status"] == "ok"]
+    n = sum(len(doc[name].get("changes", [])) for name in planned)
+    parts = []
+    if n or len(planned) == len(doc):
+        parts.append(f"{n} change{'s' * (n != 1)} pending on {_hosts(len(planned))}")
+    elif planned:
+        parts.append(f"nothing to change on {_hosts(len(planned))}")
+    for status, template in _NOT_PLANNED:
+        names = [name for name, d in doc.items() if d["status"] == status]
+        if names:
+            parts.append(template.format(hosts=_hosts(len(names)), names=", ".join(names)))
     return "; ".join(parts)
+
+
+def _hosts(k: int) -> str:
+    return f"{k} host{'s' * (k != 1)}"
+
+
+_NOT_PLANNED = (
+    ("hostkey-changed", "host key changed on {hosts}: refused ({names})"),
+    ("failed", "{hosts} failed ({names})"),
+    ("unreachable", "{hosts} unreachable ({names})"),
+    ("refused", "{hosts} refused ({names})"),
+)

@@ -17,8 +17,9 @@ from importlib.metadata import EntryPoint, entry_points
 
 import click
 
+from gpunode.exitcodes import ExitCode
+
 GROUP = "gpunode.commands"
-EXIT_NOT_INSTALLED = 2
 
 # Commands that gpunode's own distributions provide: name -> (help, how to install).
 KNOWN: dict[str, tuple[str, str]] = {
@@ -55,13 +56,13 @@ def load(ep: EntryPoint) -> click.Command:
 
 def not_installed(name: str) -> click.Command:
     """A stand-in for a known command whose distribution is missing: it says how to install
-    it and exits 2, whatever arguments it is given."""
+    it and exits with the usage status, whatever arguments it is given."""
     how = KNOWN[name][1]
 
     @click.pass_context
     def explain(ctx: click.Context) -> None:
         click.echo(f"gpunode {name} is not installed: {how}", err=True)
-        ctx.exit(EXIT_NOT_INSTALLED)
+        ctx.exit(ExitCode.USAGE)
 
     return click.Command(
         name,

@@ -50,7 +50,7 @@ def report(run: str | None, list_runs: bool, only_host: str | None, as_json: boo
         click.echo(
             f"error: no run {run!r} in {where}" if run else f"error: no runs in {where}", err=True
         )
-        sys.exit(ExitCode.ERROR)
+        sys.exit(ExitCode.USAGE)
     data = records.load_run(found)
     if only_host is not None:
         hosts = data.get("hosts", {})
@@ -59,7 +59,7 @@ def report(run: str | None, list_runs: bool, only_host: str | None, as_json: boo
             click.echo(
                 f"error: no host {only_host!r} in run {data['id']} (hosts: {known})", err=True
             )
-            sys.exit(ExitCode.ERROR)
+            sys.exit(ExitCode.USAGE)
         data["hosts"] = {only_host: hosts[only_host]}
     if as_json:
         from gpunode.views.envelope import dumps

@@ -32,5 +32,5 @@ def schema(kind: str | None, inventory: bool) -> None:
 
     if kind is not None and inventory:
         click.echo("error: --output and --inventory ask for different schemas: pick one", err=True)
-        sys.exit(ExitCode.ERROR)
+        sys.exit(ExitCode.USAGE)
     click.echo(json.dumps(schema_of(kind or "inventory"), indent=2))

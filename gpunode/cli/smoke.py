@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import click
 
 from gpunode.cli.common import load_selected
 from gpunode.cli.options import forks_option, inventory_argument, json_option, limit_option
-from gpunode.exitcodes import ExitCode
+from gpunode.exitcodes import exit_code_for
+
+if TYPE_CHECKING:
+    from gpunode.smoke.runner import HostSmoke
 
 # Kept here (not imported from the runner) so `gpunode smoke --help` stays light.
 TESTS = ("nvidia-smi", "cuda-vectoradd", "torch", "torch-matmul", "tensorflow", "nccl-allreduce")
@@ -48,14 +52,13 @@ def smoke(
     step), TensorFlow, and an NCCL all-reduce; measurements are graded against the GPU
     model's expected figures. Tests run on the host with its own pythons; nothing is installed.
 
-    Exit codes: 0 no test failed, 2 a test failed, 4 a host unreachable, 5 a host's key
-    changed (or is revoked).
+    Exit codes: 0 no test failed, 2 a test failed, 3 a host unreachable, 4 bad input,
+    6 a host's key changed (or is revoked). Several: 6 > 2 > 3.
     """
     from gpunode.events import Bus, RunFinished, RunStarted
     from gpunode.smoke.report import render
     from gpunode.smoke.runner import smoke_hosts
     from gpunode.transport.connect import take_become_passwords
-    from gpunode.transport.hostkeys import names_key_change
     from gpunode.views.envelope import dumps
 
     start = time.monotonic()
@@ -64,13 +67,7 @@ def smoke(
     bus = Bus()
     bus.emit(RunStarted("", command="smoke", hosts=tuple(h.name for h in hosts)))
     results = smoke_hosts(hosts, bus, only=only, pythons=pythons, forks=forks)
-    code = ExitCode.OK
-    if any(r.unreachable is not None and names_key_change(r.unreachable) for r in results):
-        code = ExitCode.HOSTKEY
-    elif any(r.unreachable is not None for r in results):
-        code = ExitCode.UNREACHABLE
-    elif any(r.failed for r in results):
-        code = ExitCode.FAILED
+    code = exit_code_for(_status(r) for r in results)
     bus.emit(RunFinished("", exit_code=int(code), seconds=time.monotonic() - start))
     if as_json:
         click.echo(
@@ -79,3 +76,12 @@ def smoke(
     else:
         click.echo(render(results))
     sys.exit(code)
+
+
+def _status(result: HostSmoke) -> str:
+    """A host's smoke outcome as the status `exit_code_for` ranks: a changed key apart."""
+    from gpunode.transport.hostkeys import names_key_change
+
+    if result.unreachable is not None and names_key_change(result.unreachable):
+        return "hostkey-changed"
+    return result.status

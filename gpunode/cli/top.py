@@ -40,10 +40,10 @@ def top(inventory: str, limit: str | None, interval: float, once: bool, as_json:
         sys.exit(ExitCode.BAD_INPUT)
     if as_json and not once:
         click.echo("error: --json needs --once (the live view is for a terminal)", err=True)
-        sys.exit(ExitCode.ERROR)
+        sys.exit(ExitCode.USAGE)
     if not once and not sys.stdout.isatty():
         click.echo("error: gpunode top needs a terminal (or --once)", err=True)
-        sys.exit(ExitCode.BAD_INPUT)
+        sys.exit(ExitCode.USAGE)
 
     from gpunode.monitor import NvmlSource
     from gpunode.monitor.hosts import first_views, sampling

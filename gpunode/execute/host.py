@@ -61,6 +61,7 @@ class Options:
     check: bool = False
     diff: bool = False
     tags: Collection[str] = ()
+    skip_tags: Collection[str] = ()
     reboot_timeout: float = 600.0
     search: tuple[Path, ...] | None = None
     smoke: bool = True
@@ -139,6 +140,7 @@ class HostRun:
             tags=self.opts.tags,
             search=self.opts.search,
             catalog=catalog,
+            skip_tags=self.opts.skip_tags,
         )
 
     def _host_catalog(self, names: tuple[str, ...], facts: HostFacts, nvidia: str) -> Catalog:
@@ -160,6 +162,7 @@ class HostRun:
         facts, plan = self.read(apply=not self.opts.check)
         if plan.refused:
             self._fail(f"refused: {plan.refused}")
+            self.result.refused = True  # nothing was changed yet
             return
         if self.opts.check:
             self._check_only(plan)
@@ -419,7 +422,7 @@ class HostRun:
                 self.t.connect()
                 res = self.t.run(BOOT_ID, timeout=10)
             except HostKeyError:
-                raise  # a new key after the reboot is no "still rebooting": exit 5, at once
+                raise  # a new key after the reboot is no "still rebooting": exit 6, at once
             except TransportError:
                 self.t.close()
                 continue

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from gpunode.events import HostRecap
 from gpunode.execute.output import StepOutput
-from gpunode.exitcodes import ExitCode
+from gpunode.exitcodes import ExitCode, exit_code_for
 
 HostOutcome = Literal["ok", "changed", "failed", "unreachable", "hostkey-changed", "skipped"]
 
@@ -44,6 +43,13 @@ class HostResult:
     boot_id: str = ""
     smoke: dict[str, Any] | None = None
     facts_seconds: list[float] = field(default_factory=list)
+    refused: bool = False
+    """Failed because its stack was refused before any change was made (exit 4)."""
+
+    @property
+    def final(self) -> str:
+        """The status the run's exit status ranks: "refused" for a refused stack."""
+        return "refused" if self.refused and self.status == "failed" else self.status
 
     @property
     def changed(self) -> int:
@@ -92,19 +98,7 @@ class RunResult:
 
     @property
     def exit_code(self) -> ExitCode:
-        return exit_code_for(r.status for r in self.hosts.values())
+        return exit_code_for(r.final for r in self.hosts.values())
 
     def recap(self) -> tuple[HostRecap, ...]:
         return tuple(r.recap() for r in self.hosts.values())
-
-
-def exit_code_for(statuses: Iterable[str]) -> ExitCode:
-    """The run's exit status from its hosts': host key changed > failed > unreachable."""
-    states = set(statuses)
-    if "hostkey-changed" in states:
-        return ExitCode.HOSTKEY
-    if "failed" in states:
-        return ExitCode.FAILED
-    if "unreachable" in states:
-        return ExitCode.UNREACHABLE
-    return ExitCode.OK

@@ -73,6 +73,7 @@ class ApplySession:
         options: dict[str, Any] = {
             "limit": limit,
             "tags": list(o.tags),
+            "skip_tags": list(o.skip_tags),
             "check": o.check,
             "diff": o.diff,
             "forks": p.forks,

@@ -14,6 +14,7 @@ from gpunode.resolve import CatalogFor, IndexNeeded, Resolved, Unresolvable, res
 from gpunode.roles.loader import RoleError, search_path
 from gpunode.roles.ops import OpContext, Probe
 from gpunode.roles.ops.apt import apt_transactions
+from gpunode.roles.tags import selected
 from gpunode.roles.walk import walk
 
 
@@ -102,9 +103,11 @@ def plan_host(
     tags: Collection[str] | None = None,
     search: tuple[Path, ...] | None = None,
     catalog: CatalogFor | None = None,
+    skip_tags: Collection[str] | None = None,
 ) -> HostPlan:
     """`catalog` reads the host's repository index, when a spec is not satisfied by what
-    the host has installed (gpunode.resolve)."""
+    the host has installed (gpunode.resolve). `tags`: keep only changes with one of these;
+    `skip_tags`: drop changes with any of these."""
     why = refusal(host, facts)
     if why:
         return HostPlan(host.name, refused=why)
@@ -141,8 +144,8 @@ def plan_host(
                 return HostPlan(host.name, refused=f"{st.where}: {exc}")
     except RoleError as exc:
         return HostPlan(host.name, refused=str(exc))
-    if tags:
-        changes = [c for c in changes if set(c.tags) & set(tags)]
+    if tags or skip_tags:
+        changes = [c for c in changes if selected(c.tags, tags, skip_tags)]
     if facts.dpkg_interrupted:
         changes.insert(
             0,

@@ -18,7 +18,17 @@ SCHEMA = 1
 """Raised when a field is removed or changes meaning; new fields may come within a version."""
 
 Kind = Literal[
-    "hosts", "check", "facts", "plan", "apply-event", "report", "smoke", "top-sample", "lab-status"
+    "hosts",
+    "check",
+    "facts",
+    "plan",
+    "apply-event",
+    "report",
+    "smoke",
+    "top-sample",
+    "lab-status",
+    "tags",
+    "config",
 ]
 KINDS: tuple[Kind, ...] = get_args(Kind)
 STREAMS: frozenset[Kind] = frozenset({"apply-event", "top-sample"})

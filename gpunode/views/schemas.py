@@ -178,6 +178,14 @@ def _camel(word: str) -> str:
     return "".join(w.capitalize() for w in word.split("-"))
 
 
+class Setting(BaseModel):
+    value: Any = Field(description="The value in effect.")
+    source: str = Field(
+        alias="from",
+        description="Where it came from: command line, environment, a gpunode.toml, default.",
+    )
+
+
 def _output(kind: str, **fields: Any) -> type[BaseModel]:
     return _model(_camel(kind) + "Output", None, Envelope, **_envelope(kind), **fields)
 
@@ -222,7 +230,10 @@ def output_type(kind: Kind) -> Any:
             "problems": (list[CheckProblem], ...),
         },
         "facts": {"hosts": (dict[str, FactsHost], ...)},
-        "plan": {"hosts": (dict[str, PlanHost], ...)},  # type: ignore[valid-type]
+        "plan": {
+            "hosts": (dict[str, PlanHost], ...),  # type: ignore[valid-type]
+            "exit_code": (int, Field(description="The status plan exits with.")),
+        },
         "report": {
             "id": (str, ...),
             "command": (str, ...),
@@ -250,6 +261,18 @@ def output_type(kind: Kind) -> Any:
             "running": (bool, ...),
             "config": (dict[str, Any] | None, None),
             "hosts": (list[dict[str, Any]], ...),
+        },
+        "tags": {
+            "roles": (
+                dict[str, list[str]],
+                Field(description="Each selected role and the tags its tasks offer."),
+            ),
+        },
+        "config": {
+            "settings": (
+                dict[str, Setting],
+                Field(description="Each setting: its value and where it came from."),
+            ),
         },
     }
     return _output(kind, **payload[kind])

@@ -109,11 +109,13 @@ def test_check_writes_nothing(lab: Lab, tmp_path: Path) -> None:
     before = {h: lab.tree(h) for h in HOSTS}
     dpkg_before = {h: packages(inv, h) for h in HOSTS}
     plan = lab.gpunode("plan", str(inv), "--detailed-exitcode", "--json")
-    assert plan.returncode == 3, plan.stderr
+    assert plan.returncode == 7, plan.stderr
     pending = json.loads(plan.stdout)["hosts"]["lab-02"]["changes"]
     assert pending[-1]["reboot"] and "570.195.03 (open) wanted" in pending[-1]["reason"]
     code, evs = apply(lab, inv, "--check", "--diff")
     assert code == 0
+    detailed = lab.gpunode("apply", str(inv), "--check", "--detailed-exitcode", "--json")
+    assert detailed.returncode == 7, detailed.stderr
     assert of(evs, "change-started") == [] and of(evs, "reboot-started") == []
     would = of(evs, "change-finished", "lab-01")
     assert [e["status"] for e in would] == ["skipped"] * len(would) and would

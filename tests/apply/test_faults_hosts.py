@@ -108,7 +108,7 @@ def test_a_host_silent_mid_command_is_unreachable_the_other_finishes(
     inv = inventory(lab, tmp_path, {"inactivity_timeout": 3}, {"quiet": quiet},
                     cuda_env=True, roles=["quiet"])  # fmt: skip
     code, evs, secs = run(lab, inv)
-    assert code == 4, finished(evs)
+    assert code == 3, finished(evs)
     done = finished(evs)
     assert done["lab-01"][0] == "unreachable" and "no output for 3 s" in done["lab-01"][1]
     assert done["lab-02"][0] == "changed", done
@@ -120,7 +120,7 @@ def test_a_host_silent_mid_command_is_unreachable_the_other_finishes(
 REBOOT_ROLE = "- name: reboot for the test\n  op: reboot\n  reason: the test asks for one\n"
 
 
-def test_a_new_host_key_after_the_reboot_fails_at_once_exit_5(lab: Lab, tmp_path: Path) -> None:
+def test_a_new_host_key_after_the_reboot_fails_at_once_exit_6(lab: Lab, tmp_path: Path) -> None:
     inv = inventory(lab, tmp_path, {}, {"again": REBOOT_ROLE}, roles=["again"])
     wait_up(inv, "lab-02")
     before = lab.boot_id("lab-02")
@@ -140,7 +140,7 @@ def test_a_new_host_key_after_the_reboot_fails_at_once_exit_5(lab: Lab, tmp_path
         code, evs, secs = run(lab, inv, "-l", "lab-02", "--reboot-timeout", "120", on=swap)
     finally:
         assert lab.gpunode("lab", "reset", "lab-02").returncode == 0  # its own key again
-    assert code == 5, finished(evs)
+    assert code == 6, finished(evs)
     status, message = finished(evs)["lab-02"]
     assert status == "unreachable" and "SHA256:" in message, message
     assert "changed" in message.lower() or "identification" in message.lower(), message
@@ -181,7 +181,7 @@ def test_max_fail_counts_each_batch(lab: Lab, tmp_path: Path) -> None:
         code, evs, _ = run(lab, inv, "--serial", "1", "--max-fail", "50")
     finally:
         fault(lab, "lab-01", "refuse", off=True)
-    assert code == 4, finished(evs)
+    assert code == 3, finished(evs)
     assert {h: s for h, (s, _) in finished(evs).items()} == {
         "lab-01": "unreachable",
         "lab-02": "skipped",
@@ -205,7 +205,7 @@ def test_one_stalled_host_in_ten_costs_one_connect_timeout_not_the_sum(
         code, evs, secs = run(lab10, inv)
     finally:
         fault(lab10, "lab-03", "stall", off=True)
-    assert code == 4, finished(evs)
+    assert code == 3, finished(evs)
     done = finished(evs)
     status, message = done.pop("lab-03")
     assert status == "unreachable" and "no SSH banner within 4s" in message, message

@@ -220,10 +220,10 @@ def refused_at_plan_time(lab: Lab, inv: Path, expected: str) -> None:
     """plan and apply both refuse HOST with `expected`; apply writes nothing to it."""
     before = lab.tree(HOST)
     plan = lab.gpunode("plan", str(inv), "--limit", HOST, timeout=60)
-    assert plan.returncode == 2, plan.stdout + plan.stderr
+    assert plan.returncode == 4, plan.stdout + plan.stderr
     assert f"{HOST}: refused: {expected}" in plan.stdout, plan.stdout
     code, evs, message = run_fault(lab, inv)
-    assert code == 2 and of(evs, "change-started") == []
+    assert code == 4 and of(evs, "change-started") == []
     assert expected in message, message
     assert lab.tree(HOST) == before  # nothing was written
 

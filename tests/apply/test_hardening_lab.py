@@ -80,7 +80,7 @@ def test_plan_and_check_run_no_role_shell_apply_only_on_hosts_it_changes(
                         "cuda": {"toolkits": ["12.8"]}}, roles=["hardening"])  # fmt: skip
     role(tmp_path / "refused", PROBE_TASKS)
     code, evs = apply(lab, bad, "--limit", "lab-02", "--no-smoke")
-    assert code == 2
+    assert code == 4  # refused before any change
     (done,) = of(evs, "host-finished", "lab-02")
     assert "refused" in done["message"] and "12.8" in done["message"]
     assert of(evs, "change-started") == []

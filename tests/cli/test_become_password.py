@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from gpunode.exitcodes import ExitCode
+
 ENV = "GPUNODE_TEST_BAD_SUDO_PW"
 
 
@@ -48,7 +50,7 @@ def test_a_password_sudo_cannot_read_is_refused_before_any_host(
             server.accept()
     finally:
         server.close()
-    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.returncode == ExitCode.BAD_INPUT == 4, res.stdout + res.stderr
     assert res.stderr.strip().splitlines()[-1] == (
         f"error: the sudo password in environment variable {ENV} contains {why}: sudo reads "
         "a password as one line of text; nothing was contacted"

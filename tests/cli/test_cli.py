@@ -47,7 +47,7 @@ def test_check_shipped_example() -> None:
     assert out.stdout.strip() == f"{EXAMPLE}: ok (3 hosts, 2 groups)"
 
 
-def test_check_bad_input_exits_2_with_every_problem(tmp_path: Path) -> None:
+def test_check_bad_input_exits_4_with_every_problem(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(
         "defaults:\n"
@@ -58,7 +58,7 @@ def test_check_bad_input_exits_2_with_every_problem(tmp_path: Path) -> None:
         "  a: {address: 192.0.2.1, colour: red}\n"
     )
     out = gpunode("check", str(bad))
-    assert out.returncode == 2
+    assert out.returncode == 4
     lines = out.stderr.strip().splitlines()
     assert lines == [
         f"error: {bad}:3:22: defaults.stack.driver.branch: versions must be quoted strings: "
@@ -81,16 +81,16 @@ def test_check_impossible_stack(tmp_path: Path) -> None:
         "hosts:\n  a: {address: 192.0.2.1}\n  b: {address: 192.0.2.2}\n"
     )
     out = gpunode("check", str(bad))
-    assert out.returncode == 2
+    assert out.returncode == 4
     assert out.stderr.splitlines()[0] == (
         f"error: {bad}:4:23: stack.cuda.toolkits[0]: CUDA 12.8 needs driver >= 570.26 but "
         "branch 550 is requested: use branch >= 570, or CUDA <= 12.4 [2 hosts (a, b)]"
     )
 
 
-def test_missing_file_exits_2(tmp_path: Path) -> None:
+def test_missing_file_exits_4(tmp_path: Path) -> None:
     out = gpunode("check", str(tmp_path / "none.yaml"))
-    assert out.returncode == 2
+    assert out.returncode == 4
     assert "none.yaml:1:1: no such file" in out.stderr
 
 
@@ -119,7 +119,7 @@ def test_hosts_text_and_bad_limit() -> None:
     assert "gpu-a100-01" in out.stdout and "gpu-a100-02" not in out.stdout
     assert "driver   550 (open, held)" in out.stdout
     bad = gpunode("hosts", EXAMPLE, "--limit", "nosuch")
-    assert bad.returncode == 2
+    assert bad.returncode == 4
     assert "--limit 'nosuch' matches no host or group" in bad.stderr
 
 
@@ -135,5 +135,5 @@ def test_schema_describes_the_inventory() -> None:
 @pytest.mark.parametrize("cmd", ["check", "hosts"])
 def test_unknown_option_is_a_usage_error(cmd: str) -> None:
     out = gpunode(cmd, EXAMPLE, "--nope")
-    assert out.returncode == 2
+    assert out.returncode == 5
     assert "No such option '--nope'" in out.stderr

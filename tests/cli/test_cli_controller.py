@@ -1,5 +1,5 @@
 """The controller's own safety, through the command line: a changed host key is its own
-outcome (exit 5), run records are private, --diff keeps private files' content out."""
+outcome (exit 6), run records are private, --diff keeps private files' content out."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from gpunode.execute.result import HostResult, RunResult, exit_code_for
-from gpunode.exitcodes import ExitCode
+from gpunode.execute.result import HostResult, RunResult
+from gpunode.exitcodes import ExitCode, exit_code_for
 from tests.transport.sshd import NOPASS_USER, SshServer, free_port, sshd
 
 
@@ -79,7 +79,7 @@ def _inventory(server: SshServer, tmp_path: Path, hosts: str) -> Path:
 # -- 4. a changed host key --------------------------------------------------------------------
 
 
-def test_facts_exit_5_on_a_changed_key_others_gathered(server: SshServer, tmp_path: Path) -> None:
+def test_facts_exit_6_on_a_changed_key_others_gathered(server: SshServer, tmp_path: Path) -> None:
     before = server.accepted()
     inv = _inventory(server, tmp_path, "good moved gone")
     out = gpunode("facts", str(inv), state=tmp_path / "state")
@@ -98,7 +98,7 @@ def test_facts_exit_5_on_a_changed_key_others_gathered(server: SshServer, tmp_pa
     }
 
 
-def test_apply_check_and_plan_exit_5_before_failed_and_unreachable(
+def test_apply_check_and_plan_exit_6_before_unreachable_and_refused(
     server: SshServer, tmp_path: Path
 ) -> None:
     state = tmp_path / "state"
@@ -125,11 +125,15 @@ def test_apply_check_and_plan_exit_5_before_failed_and_unreachable(
     assert plan.returncode == ExitCode.HOSTKEY
     assert "moved: host key changed for [localhost]:" in plan.stdout
     assert "host key changed on 1 host: refused (moved)" in plan.stderr
-    # without the changed key: failed (2) before unreachable (4), as before
+    # without the changed key: unreachable (3) before a refused stack (4), refused alone 4
     inv2 = _inventory(server, tmp_path, "gone local")
-    assert gpunode("apply", str(inv2), "--check", state=state).returncode == ExitCode.FAILED
-    inv3 = _inventory(server, tmp_path, "gone")
-    assert gpunode("apply", str(inv3), "--check", state=state).returncode == ExitCode.UNREACHABLE
+    assert gpunode("apply", str(inv2), "--check", state=state).returncode == ExitCode.UNREACHABLE
+    assert gpunode("plan", str(inv2), state=state).returncode == ExitCode.UNREACHABLE
+    inv3 = _inventory(server, tmp_path, "local")
+    assert gpunode("apply", str(inv3), "--check", state=state).returncode == ExitCode.BAD_INPUT
+    refused = gpunode("plan", str(inv3), state=state)
+    assert refused.returncode == ExitCode.BAD_INPUT
+    assert "pending" not in refused.stderr and "1 host refused (local)" in refused.stderr
 
 
 def test_exit_code_precedence() -> None:
@@ -137,8 +141,15 @@ def test_exit_code_precedence() -> None:
     assert exit_code_for(["unreachable", "failed", "changed"]) == ExitCode.FAILED
     assert exit_code_for(["unreachable", "skipped"]) == ExitCode.UNREACHABLE
     assert exit_code_for(["ok", "changed", "skipped"]) == 0
+    assert exit_code_for(["refused", "unreachable"]) == ExitCode.UNREACHABLE
+    assert exit_code_for(["pending", "reboot-pending", "refused"]) == ExitCode.BAD_INPUT
+    assert exit_code_for(["pending", "reboot-pending", "ok"]) == ExitCode.REBOOT_PENDING
+    assert exit_code_for(["pending", "skipped"]) == ExitCode.PENDING
     run = RunResult({"a": HostResult("a", "hostkey-changed"), "b": HostResult("b", "failed")})
-    assert run.exit_code == 5
+    assert run.exit_code == 6
+    refused = HostResult("c", "failed", refused=True)  # its stack refused, nothing changed
+    assert RunResult({"c": refused}).exit_code == ExitCode.BAD_INPUT
+    assert RunResult({"c": refused, "b": HostResult("b", "failed")}).exit_code == 2
 
 
 # -- 3. private run records -------------------------------------------------------------------

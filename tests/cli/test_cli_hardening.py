@@ -69,8 +69,8 @@ sys.exit(os.waitstatus_to_exitcode(status))
 
 
 def refused(run: Run, *lines: str) -> None:
-    """Exit 2; stderr holds `lines` (each a prefix of an error line); nothing raw or crashed."""
-    assert run.returncode == 2, (run.returncode, run.stderr)
+    """Exit 4; stderr holds `lines` (each a prefix of an error line); nothing raw or crashed."""
+    assert run.returncode == 4, (run.returncode, run.stderr)
     assert "Traceback" not in run.stderr and "Error:" not in run.stderr.replace("error:", "")
     assert "\x1b" not in run.stderr + run.stdout and "\x07" not in run.stderr + run.stdout
     errors = [ln for ln in run.stderr.splitlines() if ln.startswith("error: ")]

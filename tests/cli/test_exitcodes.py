@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gpunode.exitcodes import ExitCode, table
+from gpunode.exitcodes import RANK, ExitCode, table, worst
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -18,12 +18,25 @@ def test_the_statuses_keep_their_numbers() -> None:
         "OK": 0,
         "ERROR": 1,
         "FAILED": 2,
-        "PENDING": 3,
-        "UNREACHABLE": 4,
-        "HOSTKEY": 5,
+        "UNREACHABLE": 3,
+        "BAD_INPUT": 4,
+        "USAGE": 5,
+        "HOSTKEY": 6,
+        "PENDING": 7,
+        "REBOOT_PENDING": 8,
         "INTERRUPTED": 130,
     }
-    assert ExitCode.BAD_INPUT == 2
+
+
+def test_worst_ranks_hostkey_failed_unreachable_input_reboot_pending() -> None:
+    assert [int(c) for c in RANK] == [6, 2, 3, 4, 8, 7]
+    # each status wins over every one ranked after it, whatever the order given
+    for i, code in enumerate(RANK):
+        later = list(RANK[i + 1 :])
+        assert worst([*later, code, ExitCode.OK]) == code
+        assert worst(reversed([code, *later])) == code
+    assert worst([]) == ExitCode.OK
+    assert worst([ExitCode.OK, ExitCode.OK]) == ExitCode.OK
 
 
 def test_readme_table_is_the_modules() -> None:

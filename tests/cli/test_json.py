@@ -82,8 +82,8 @@ def test_schema_command_prints_the_published_schemas() -> None:
     default = gpunode("schema")
     assert json.loads(default.stdout)["title"] == "gpunode inventory"
     both = gpunode("schema", "--output", "plan", "--inventory")
-    assert both.returncode == ExitCode.ERROR and "pick one" in both.stderr
-    assert gpunode("schema", "--output", "nosuch").returncode == 2  # click: a usage error
+    assert both.returncode == ExitCode.USAGE and "pick one" in both.stderr
+    assert gpunode("schema", "--output", "nosuch").returncode == ExitCode.USAGE  # click's
 
 
 # -- real outputs ------------------------------------------------------------------------------
@@ -193,4 +193,4 @@ def test_top_json_needs_once(tmp_path: Path) -> None:
     inv = tmp_path / "inv.yaml"
     inv.write_text("hosts:\n  me: {connection: local}\n")
     out = gpunode("top", str(inv), "--json")
-    assert out.returncode == ExitCode.ERROR and "--json needs --once" in out.stderr
+    assert out.returncode == ExitCode.USAGE and "--json needs --once" in out.stderr

@@ -136,7 +136,7 @@ def test_not_root_is_a_clear_error(monkeypatch, command):
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     monkeypatch.setenv("GPUNODE_LAB_DIR", "/nonexistent")
     result = CliRunner().invoke(lab, command)
-    assert result.exit_code == 2
+    assert result.exit_code == 5
     assert "needs root" in result.output
 
 
@@ -147,5 +147,5 @@ def test_not_linux_is_a_clear_error(monkeypatch):
 
     monkeypatch.setattr(sys, "platform", "darwin")
     result = CliRunner().invoke(lab, ["up"])
-    assert result.exit_code == 2
+    assert result.exit_code == 5
     assert "needs Linux" in result.output

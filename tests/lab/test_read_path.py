@@ -74,8 +74,8 @@ def test_plan_exit_codes_and_a_stalled_host(lab_hosts, lab_fresh_host, tmp_path)
     finally:
         lab_hosts.fault(stalled, "stall", off=True)
     # the stalled host is reported unreachable within the timeout; the others are planned
-    # (plan's exit codes: 0 nothing to do, 2 refused, 3 changes pending, 4 unreachable)
-    assert out.returncode == 4, out.stderr
+    # (plan's exit codes: 0 nothing to do, 2 failed, 3 unreachable, 4 refused, 7 pending)
+    assert out.returncode == 3, out.stderr
     assert took < 30
     doc = json.loads(out.stdout)
     hosts = doc["hosts"]
@@ -83,10 +83,10 @@ def test_plan_exit_codes_and_a_stalled_host(lab_hosts, lab_fresh_host, tmp_path)
     assert "banner" in hosts[stalled]["error"] or "timed out" in hosts[stalled]["error"]
     for name in others:
         assert hosts[name]["status"] == "ok", hosts[name]
-    # a fresh host has changes pending: --detailed-exitcode says 3
+    # a fresh host has changes pending: --detailed-exitcode says 7
     lab_hosts.wait_up(stalled, timeout=15)
     out = gpunode(lab_hosts, "plan", str(inv), "--limit", stalled, "--detailed-exitcode")
-    assert out.returncode == 3, out.stdout + out.stderr
+    assert out.returncode == 7, out.stdout + out.stderr
     assert "cuda-toolkit-13-0 missing" in out.stdout
 
 
@@ -97,7 +97,7 @@ def test_an_unknown_host_key_is_refused_under_strict(lab_hosts, tmp_path):  # ty
     inv.write_text(inv.read_text().replace(str(lab_hosts.known_hosts), str(empty)))
     host = lab_hosts.names[0]
     out = gpunode(lab_hosts, "facts", str(inv), "--limit", host)
-    assert out.returncode == 4
+    assert out.returncode == 3
     text = out.stdout + out.stderr
     assert "SHA256:" in text and lab_hosts.addresses[host] in text
     assert empty.read_text() == ""  # nothing was recorded

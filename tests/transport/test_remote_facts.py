@@ -118,7 +118,7 @@ def test_cli_facts_json_and_exit_code(ssh_server: SshServer, tmp_path: Path) -> 
     )
     res = subprocess.run([sys.executable, "-m", "gpunode", "facts", str(inv), "--json"],
                          capture_output=True, text=True, timeout=60)  # fmt: skip
-    assert res.returncode == 4, res.stderr
+    assert res.returncode == 3, res.stderr
     doc = json.loads(res.stdout)["hosts"]
     assert doc["good"]["status"] == "ok" and doc["gone"]["status"] == "unreachable"
     assert doc["good"]["facts"]["boot_id"] == doc["me"]["facts"]["boot_id"]

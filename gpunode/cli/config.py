@@ -1,0 +1,78 @@
+"""`gpunode config`: the settings in effect, and where each came from."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from gpunode.cli.options import json_option
+
+
+@click.command("config")
+@click.argument(
+    "inventory",
+    required=False,
+    type=click.Path(dir_okay=False, path_type=str),
+    metavar="[INVENTORY]",
+    envvar="GPUNODE_INVENTORY",
+)
+@json_option
+def config(inventory: str | None, as_json: bool) -> None:
+    """Print the effective settings (inventory, forks, state_dir, ssh_transport) and where
+    each came from: the command line, the environment, a gpunode.toml next to INVENTORY,
+    the user's $XDG_CONFIG_HOME/gpunode/gpunode.toml, or the built-in default (the first
+    wins). Every option of every command also reads GPUNODE_<COMMAND>_<OPTION>, e.g.
+    GPUNODE_APPLY_FORKS=8.
+
+    Exit status: 0, or 4 when a gpunode.toml is bad.
+    """
+    rows = settings_rows(inventory, click.get_current_context())
+    if as_json:
+        from gpunode.views.envelope import dumps
+
+        doc = {key: {"value": value, "from": source} for key, value, source in rows}
+        click.echo(dumps("config", {"settings": doc}))
+        return
+    for line in settings_text(rows):
+        click.echo(line)
+
+
+def settings_rows(inventory: str | None, ctx: click.Context) -> list[tuple[str, object, str]]:
+    """(setting, value, where from). The parameters of the command running (`ctx`) as
+    click resolved them; for a command without --forks, every GPUNODE_<COMMAND>_FORKS set
+    in the environment as a row of its own (it wins for that command only)."""
+    from gpunode.cli import settings as cfg
+
+    settings = cfg.load(inventory)
+    rows = settings.effective()
+    for i, (key, _, _) in enumerate(rows):
+        if key in ctx.params:
+            rows[i] = (key, ctx.params[key], _source(ctx, key, settings.sources.get(key, "")))
+    if "forks" in ctx.params:
+        return rows
+    for name, value in sorted(os.environ.items()):
+        if name.startswith("GPUNODE_") and name.endswith("_FORKS"):
+            command = name.removeprefix("GPUNODE_").removesuffix("_FORKS").lower()
+            rows.append((f"forks ({command})", value, f"environment {name}"))
+    return rows
+
+
+def _source(ctx: click.Context, key: str, file: str) -> str:
+    """Where click took the command's parameter `key` from."""
+    from click.core import ParameterSource
+
+    source = ctx.get_parameter_source(key)
+    if source is ParameterSource.ENVIRONMENT:
+        param = next(p for p in ctx.command.params if p.name == key)
+        envvar = param.envvar or f"{ctx.auto_envvar_prefix}_{key.upper()}"
+        return f"environment {envvar}"
+    if source is ParameterSource.DEFAULT_MAP:
+        return file
+    if source is ParameterSource.COMMANDLINE:
+        return "command line"
+    return "built-in default"
+
+
+def settings_text(rows: list[tuple[str, object, str]]) -> list[str]:
+    return [f"{key:<14} {value if value is not None else '-'}  ({src})" for key, value, src in rows]

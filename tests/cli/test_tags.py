@@ -1,0 +1,80 @@
+"""`--tags`/`--skip-tags` cannot be mistyped, `plan --list-tags`: real processes, no host
+contacted (the addresses are TEST-NET, never reached before the tags are checked)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+INVENTORY = """\
+defaults:
+  stack:
+    driver: {branch: "570"}
+    roles: [probe]
+hosts:
+  a: {address: 192.0.2.1}
+  b: {address: 192.0.2.2, stack: {roles: []}}
+"""
+
+TASKS = """\
+- name: one
+  op: command
+  cmd: "true"
+  creates: /nonexistent
+  tags: [slow, net]
+- name: two
+  op: command
+  cmd: "true"
+  creates: /nonexistent
+  tags: [net]
+"""
+
+
+def gpunode(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gpunode", *args], capture_output=True, text=True, timeout=60
+    )
+
+
+@pytest.fixture
+def inv(tmp_path: Path) -> Path:
+    (tmp_path / "roles" / "probe").mkdir(parents=True)
+    (tmp_path / "roles" / "probe" / "tasks.yaml").write_text(TASKS)
+    path = tmp_path / "inv.yaml"
+    path.write_text(INVENTORY)
+    return path
+
+
+def test_list_tags_prints_each_roles_tags(inv: Path) -> None:
+    out = gpunode("plan", str(inv), "--list-tags")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "nvidia_repo: nvidia_repo",
+        "driver: driver",
+        "probe: probe, slow, net",
+    ]
+    only_b = gpunode("plan", str(inv), "--list-tags", "--limit", "b", "--json")
+    assert json.loads(only_b.stdout)["roles"] == {
+        "nvidia_repo": ["nvidia_repo"],
+        "driver": ["driver"],
+    }
+
+
+@pytest.mark.parametrize("option", ["--tags", "--skip-tags"])
+def test_an_unknown_tag_is_a_usage_error_listing_the_valid_ones(inv: Path, option: str) -> None:
+    for command in ("plan", "apply --yes"):
+        out = gpunode(*command.split(), str(inv), option, "net,slwo")
+        assert out.returncode == 5, (command, out.stderr)
+        offered = "nvidia_repo, driver, probe, slow, net"
+        assert f"unknown tag slwo: the selected hosts' roles offer {offered}" in out.stderr
+        assert "unreachable" not in out.stdout + out.stderr  # refused before any host
+
+
+def test_tags_of_unselected_hosts_are_unknown(inv: Path) -> None:
+    out = gpunode("plan", str(inv), "--limit", "b", "--tags", "net")
+    assert out.returncode == 5
+    assert "unknown tag net: the selected hosts' roles offer nvidia_repo, driver (" in out.stderr
