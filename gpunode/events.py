@@ -31,6 +31,7 @@ HostStatus = Literal[
     "failed",
     "unreachable",
     "skipped",
+    "reboot-pending",
 ]
 
 
@@ -221,13 +222,30 @@ class RebootFinished(Event):
 
 
 @dataclass(frozen=True)
+class RebootPending(Event):
+    """`apply --no-reboot`: every other change is made; the host still needs this reboot."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class HookFinished(Event):
+    """An inventory hook (`before_disrupt`, `after_disrupt`) ran on the host."""
+
+    name: str
+    status: Literal["ok", "failed"]
+    seconds: float
+    message: str = ""
+
+
+@dataclass(frozen=True)
 class SmokeResult(Event):
     result: SmokeCheck
 
 
 @dataclass(frozen=True)
 class HostFinished(Event):
-    status: Literal["ok", "changed", "failed", "unreachable", "skipped"]
+    status: Literal["ok", "changed", "failed", "unreachable", "skipped", "reboot-pending"]
     ok: int = 0
     changed: int = 0
     failed: int = 0

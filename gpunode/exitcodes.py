@@ -2,8 +2,8 @@
 `--help` epilog and the README share.
 
 When the hosts of one run end differently, the status of the first that applies wins:
-host key changed (5), then failed (2), then unreachable (4); `facts` and `smoke` rank
-5, then 4, then 2.
+host key changed (5), then failed (2), then unreachable (4), then reboot pending (8);
+`facts` and `smoke` rank 5, then 4, then 2.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ class ExitCode(IntEnum):
     PENDING = 3
     UNREACHABLE = 4
     HOSTKEY = 5
+    REBOOT_PENDING = 8
     INTERRUPTED = 130
 
     @property
@@ -33,6 +34,7 @@ MEANINGS: dict[ExitCode, str] = {
     ExitCode.PENDING: "changes pending (plan --detailed-exitcode, no host failed)",
     ExitCode.UNREACHABLE: "a host unreachable",
     ExitCode.HOSTKEY: "a host's key changed or is revoked: refused before logging in",
+    ExitCode.REBOOT_PENDING: "apply --no-reboot: converged but for a reboot some host needs",
     ExitCode.INTERRUPTED: "the terminal UI was quit before the run finished",
 }
 

@@ -26,13 +26,15 @@ if TYPE_CHECKING:
 @opt.become_pass_option
 def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...],
           forks: int | None, serial: int | None, max_fail: float | None, check: bool,
-          diff: bool, reboot_timeout: float, yes: bool, no_tui: bool, no_smoke: bool,
-          verbose: bool, ask_become_pass: bool) -> None:  # fmt: skip
+          diff: bool, reboot_timeout: float | None, no_reboot: bool, allow_busy: bool,
+          yes: bool, no_tui: bool, no_smoke: bool, verbose: bool,
+          ask_become_pass: bool) -> None:  # fmt: skip
     """Converge each host to its declared stack, then run its smoke tests.
 
     Exit status: 0 every host converged, 2 a host failed, 4 a host unreachable,
     5 a host's key changed (or is revoked), 1 bad usage (no --yes outside a terminal),
-    2 bad inventory, 130 the terminal UI quit before the run finished.
+    2 bad inventory, 8 converged but a reboot pending (--no-reboot), 130 the terminal
+    UI quit before the run finished.
     """
     from gpunode.execute.host import Options
     from gpunode.execute.session import ApplySession, Pacing
@@ -51,7 +53,8 @@ def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...
     password = become_password(hosts, ask_become_pass)
     opts = Options(check=check, diff=diff, tags=tags, search=search_path(inventory),
                    smoke=not no_smoke, versions=RepoVersions(),
-                   reboot_timeout=reboot_timeout)  # fmt: skip
+                   reboot_timeout=reboot_timeout, no_reboot=no_reboot,
+                   allow_busy=allow_busy)  # fmt: skip
     session = ApplySession(hosts, opts, pacing=Pacing(forks, serial, max_fail),
                            become_password=password)  # fmt: skip
     if not (yes or check) and not _confirm(session):

@@ -10,6 +10,7 @@ import click
 
 from gpunode.cli.common import become_password, load_selected
 from gpunode.cli.options import (
+    allow_busy_option,
     become_pass_option,
     forks_option,
     inventory_argument,
@@ -31,6 +32,7 @@ from gpunode.exitcodes import ExitCode
     help="Exit 3 when changes are pending and no host failed (0: nothing to do).",
 )
 @forks_option
+@allow_busy_option
 @become_pass_option
 def plan(
     inventory: str,
@@ -39,6 +41,7 @@ def plan(
     tags: tuple[str, ...],
     detailed_exitcode: bool,
     forks: int | None,
+    allow_busy: bool,
     ask_become_pass: bool,
 ) -> None:
     """Read every host (one round trip each) and show what `apply` would change.
@@ -55,7 +58,8 @@ def plan(
 
     _, hosts = load_selected(inventory, limit)
     password = become_password(hosts, ask_become_pass)
-    opts = Options(tags=tags, search=search_path(inventory), versions=RepoVersions())
+    opts = Options(tags=tags, search=search_path(inventory), versions=RepoVersions(),
+                   allow_busy=allow_busy)  # fmt: skip
     outcomes = plan_hosts(hosts, opts, forks=forks, become_password=password)
     refused: list[str] = []
     unreachable: list[str] = []

@@ -9,7 +9,9 @@ from typing import Any, Literal
 from gpunode.events import HostRecap
 from gpunode.exitcodes import ExitCode
 
-HostOutcome = Literal["ok", "changed", "failed", "unreachable", "hostkey-changed", "skipped"]
+HostOutcome = Literal[
+    "ok", "changed", "failed", "unreachable", "hostkey-changed", "skipped", "reboot-pending"
+]
 
 
 @dataclass
@@ -53,7 +55,7 @@ class HostResult:
     @property
     def ok(self) -> int:
         return sum(1 for c in self.changes if c.status == "skipped") + (
-            1 if self.status in ("ok", "changed") else 0
+            1 if self.status in ("ok", "changed", "reboot-pending") else 0
         )
 
     def recap(self) -> HostRecap:
@@ -104,4 +106,6 @@ def exit_code_for(statuses: Iterable[str]) -> ExitCode:
         return ExitCode.FAILED
     if "unreachable" in states:
         return ExitCode.UNREACHABLE
+    if "reboot-pending" in states:
+        return ExitCode.REBOOT_PENDING
     return ExitCode.OK

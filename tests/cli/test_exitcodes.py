@@ -21,6 +21,7 @@ def test_the_statuses_keep_their_numbers() -> None:
         "PENDING": 3,
         "UNREACHABLE": 4,
         "HOSTKEY": 5,
+        "REBOOT_PENDING": 8,
         "INTERRUPTED": 130,
     }
     assert ExitCode.BAD_INPUT == 2
