@@ -458,7 +458,7 @@ class HostRun:
                 break
             new = ""
         if not new:
-            self._fail(f"no new boot within the reboot timeout ({timeout:g} s) after the reboot")
+            self._fail(f"no new boot within {timeout:g} s (the reboot timeout) after the reboot")
             return False
         secs = round(time.monotonic() - start, 3)
         self.result.rebooted, self.result.reboot_seconds, self.result.boot_id = True, secs, new
