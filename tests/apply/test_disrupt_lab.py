@@ -84,6 +84,8 @@ def test_busy_gpus_refuse_a_driver_switch_until_allow_busy(lab: Lab, tmp_path: P
     assert res.returncode == 0, res.stderr
     try:
         pid = on_host(inv, HOST, "cat /run/gpunode-lab-gpu-busy.pid").strip()
+        facts = lab.gpunode("facts", str(inv), "-l", HOST).stdout
+        assert f"pid {pid} (python3, 40960 MiB)" in facts and " persistence " in facts, facts
         dpkg, tree = packages(inv, HOST), lab.tree(HOST)
         plan = lab.gpunode("plan", str(inv), "-l", HOST)
         assert plan.returncode == ExitCode.FAILED, plan.stdout + plan.stderr
