@@ -123,3 +123,22 @@ def test_reboot_timeout_from_the_inventory(lab: Lab, tmp_path: Path) -> None:
     assert status == "failed" and "no new boot within 3 s (the reboot timeout)" in message
     assert secs < 25
     wait_up(inv, HOST)
+
+
+def test_a_failing_before_disrupt_fails_the_host_with_nothing_changed(
+    lab: Lab, tmp_path: Path
+) -> None:
+    inv = inventory(lab, tmp_path, {}, {"again": REBOOT_ROLE}, roles=["again"])
+    inv = with_settings(inv, hooks={"before_disrupt": "echo not drained >&2; exit 3",
+                                    "after_disrupt": HOOKS["after_disrupt"]})  # fmt: skip
+    wait_up(inv, HOST)
+    boot, tree = lab.boot_id(HOST), lab.tree(HOST)
+    code, evs, _ = run(lab, inv, "-l", HOST)
+    assert code == ExitCode.FAILED, finished(evs)
+    status, message = finished(evs)[HOST]
+    assert status == "failed" and message == "hook before_disrupt failed (exit 3: not drained)"
+    assert [(e["name"], e["status"]) for e in of(evs, "HookFinished")] == [
+        ("before_disrupt", "failed")
+    ]
+    assert of(evs, "RebootStarted") == [] and lab.boot_id(HOST) == boot
+    assert lab.tree(HOST) == tree
