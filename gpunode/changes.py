@@ -81,6 +81,10 @@ class HostPlan:
     refused: str | None = None
     notes: tuple[str, ...] = field(default=())
     """Things worth telling that are not changes (no systemd, no GPU seen...)."""
+    hooks: tuple[tuple[str, str], ...] = ()
+    """(name, rendered shell) of the inventory's hooks this plan runs: before_disrupt and
+    after_disrupt, when a change disrupts the GPUs (a reboot, a driver change under a loaded
+    module)."""
     versions_on_host: tuple[str, ...] = ()
     """Packages whose versions the controller could not read from the repository's index
     (refused says why): the executor asks the host's apt for them and plans again."""
@@ -93,11 +97,15 @@ class HostPlan:
     def needs_reboot(self) -> bool:
         return any(c.reboot for c in self.changes)
 
+    def hook(self, name: str) -> str | None:
+        return dict(self.hooks).get(name)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "host": self.host,
             "refused": self.refused,
             "changes": [c.to_json() for c in self.changes],
+            "hooks": dict(self.hooks),
             "notes": list(self.notes),
             "versions_on_host": list(self.versions_on_host),
         }

@@ -31,6 +31,7 @@ HostStatus = Literal[
     "failed",
     "unreachable",
     "skipped",
+    "reboot-pending",
 ]
 
 
@@ -224,13 +225,30 @@ class RebootFinished(Event):
 
 
 @dataclass(frozen=True)
+class RebootPending(Event):
+    """`apply --no-reboot`: every other change is made; the host still needs this reboot."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class HookFinished(Event):
+    """An inventory hook (`before_disrupt`, `after_disrupt`) ran on the host."""
+
+    hook: str
+    status: Literal["ok", "failed"]
+    seconds: float
+    message: str = ""
+
+
+@dataclass(frozen=True)
 class SmokeResult(Event):
     result: SmokeCheck
 
 
 @dataclass(frozen=True)
 class HostFinished(Event):
-    status: Literal["ok", "changed", "failed", "unreachable", "skipped"]
+    status: Literal["ok", "changed", "failed", "unreachable", "skipped", "reboot-pending"]
     ok: int = 0
     changed: int = 0
     failed: int = 0
@@ -259,6 +277,8 @@ EVENT_NAMES: dict[type[Event], str] = {
     ChangeFinished: "change-finished",
     RebootStarted: "reboot-started",
     RebootFinished: "reboot-finished",
+    RebootPending: "reboot-pending",
+    HookFinished: "hook-finished",
     SmokeResult: "smoke-result",
     HostFinished: "host-finished",
     RunFinished: "run-finished",

@@ -19,7 +19,13 @@ from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 from gpunode_lab import hostinit, procs
-from gpunode_lab.standins import DPKG_LOCKER, SECURE_BOOT_VAR
+from gpunode_lab.standins import (
+    DPKG_LOCKER,
+    GPU_BUSY_PY,
+    GPU_BUSY_SH,
+    GPU_IDLE_SH,
+    SECURE_BOOT_VAR,
+)
 
 
 class FaultyHost(Protocol):
@@ -50,6 +56,7 @@ KNOBS = {
     "hold": "apt-mark hold VALUE in the host",
     "bg-upgrade": "a background upgrade bumps the driver's user-space libraries (one-shot)",
     "load": "GPU load pattern VALUE: idle, busy or wave",
+    "gpu-busy": "a GPU job holds /dev/nvidia0, using VALUE MiB (default 40960)",
 }
 LOAD_PATTERNS = ("idle", "busy", "wave")
 SYS_PATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -312,6 +319,23 @@ def _load(host: FaultyHost, f: dict[str, Any], knob: str, value: Any, off: bool)
     return f"load {pattern}"
 
 
+def _gpu_busy(host: FaultyHost, f: dict[str, Any], knob: str, value: Any, off: bool) -> str:
+    pid = _running(host)
+    _sh(pid, GPU_IDLE_SH)
+    f.pop(knob, None)
+    if off:
+        return ""
+    mib = str(value or 40960)
+    if not mib.isdigit():
+        raise KnobError("gpu-busy takes MiB: fault HOST gpu-busy 40960")
+    env = f"GPU_BUSY_PY={shlex.quote(GPU_BUSY_PY)} GPU_BUSY_MIB={mib}\n"
+    out = _sh(pid, env + "export GPU_BUSY_PY GPU_BUSY_MIB\n" + GPU_BUSY_SH)
+    if out.returncode != 0:
+        raise KnobError(out.stderr.strip())
+    f[knob] = int(mib)  # a process: gone after a reboot, as a job is
+    return ""
+
+
 # knob -> what sets it: changes the faults `f` in place, acts on the host, returns a note.
 _SETTERS: dict[str, Callable[[FaultyHost, dict[str, Any], str, Any, bool], str]] = {
     "refuse": _listener,
@@ -325,6 +349,7 @@ _SETTERS: dict[str, Callable[[FaultyHost, dict[str, Any], str, Any, bool], str]]
     "hold": _hold,
     "bg-upgrade": _bg_upgrade,
     "load": _load,
+    "gpu-busy": _gpu_busy,
 }
 _LISTENER_KNOBS = ("refuse", "stall", "latency")
 

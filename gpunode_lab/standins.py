@@ -111,6 +111,31 @@ while True:
     time.sleep(3600)
 """
 
+# A GPU job: holds /dev/nvidia0 open (a file on a tmpfs over /dev in a mount namespace of its
+# own, so the controller's /dev is untouched) and says who it is for nvidia-smi's stand-in.
+GPU_BUSY_PY = """\
+import json, os, signal, sys, time
+fd = os.open("/dev/nvidia0", os.O_RDWR)
+with open("/run/gpunode-lab-gpu-busy.json", "w") as f:
+    json.dump({"pid": os.getpid(), "memory_mib": int(sys.argv[1])}, f)
+with open("/run/gpunode-lab-gpu-busy.pid", "w") as f:
+    f.write(str(os.getpid()))
+signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+while True:
+    time.sleep(3600)
+"""
+# $GPU_BUSY_PY and $GPU_BUSY_MIB in the environment
+GPU_BUSY_SH = """\
+setsid unshare -m \\
+  sh -c 'mount -t tmpfs gpu-busy /dev && : > /dev/nvidia0 && exec python3 -c "$0" "$1"' \\
+  "$GPU_BUSY_PY" "$GPU_BUSY_MIB" </dev/null >/dev/null 2>&1 &
+for i in $(seq 50); do [ -f /run/gpunode-lab-gpu-busy.pid ] && exit 0; sleep 0.1; done
+echo 'the GPU job did not start' >&2; exit 1
+"""
+GPU_IDLE_SH = (
+    "f=/run/gpunode-lab-gpu-busy; [ -f $f.pid ] && kill $(cat $f.pid); rm -f $f.pid $f.json; true"
+)
+
 STANDINS: dict[str, str] = {
     "usr/sbin/reboot": REBOOT,
     "usr/sbin/poweroff": POWEROFF,

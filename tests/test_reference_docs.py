@@ -43,7 +43,7 @@ def test_every_command_has_a_page_with_every_option_and_exit_status() -> None:
     apply = PAGES["commands/apply.md"]
     for option in ("--check", "--diff", "--serial", "--max-fail", "--reboot-timeout"):
         assert f"`{option}" in apply or f", {option}" in apply
-    assert "| `--reboot-timeout SECONDS` | `600.0` |" in apply
+    assert "| `--reboot-timeout SECONDS` |" in apply and "| `--no-reboot` |" in apply
 
 
 @pytest.mark.parametrize("name", sorted(EXAMPLES))

@@ -27,14 +27,15 @@ if TYPE_CHECKING:
 def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...],
           skip_tags: tuple[str, ...], forks: int | None, serial: int | None,
           max_fail: float | None, check: bool, diff: bool, detailed_exitcode: bool,
-          reboot_timeout: float, yes: bool, no_tui: bool, no_smoke: bool, verbose: int,
-          ask_become_pass: bool) -> None:  # fmt: skip
+          reboot_timeout: float | None, no_reboot: bool, allow_busy: bool, yes: bool,
+          no_tui: bool, no_smoke: bool, verbose: int, ask_become_pass: bool) -> None:  # fmt: skip
     """Converge each host to its declared stack, then run its smoke tests.
 
     Exit status: 0 every host converged, 2 a host failed, 3 a host unreachable,
     4 bad inventory or a stack refused before any change, 5 bad usage (no --yes outside
     a terminal), 6 a host's key changed (or is revoked), 7 changes pending (--check
-    --detailed-exitcode), 130 interrupted. Several: 6 > 2 > 3 > 4 > 7.
+    --detailed-exitcode), 8 converged but a reboot pending (--no-reboot), 130 interrupted.
+    Several: 6 > 2 > 3 > 4 > 8 > 7.
     """
     from gpunode.execute.host import Options
     from gpunode.execute.session import ApplySession, Pacing
@@ -63,7 +64,8 @@ def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...
     opts = Options(check=check, diff=diff, tags=tags, skip_tags=skip_tags,
                    search=search_path(inventory),
                    smoke=not no_smoke, versions=RepoVersions(),
-                   reboot_timeout=reboot_timeout)  # fmt: skip
+                   reboot_timeout=reboot_timeout, no_reboot=no_reboot,
+                   allow_busy=allow_busy)  # fmt: skip
     session = ApplySession(hosts, opts, pacing=Pacing(forks, serial, max_fail),
                            become_password=password)  # fmt: skip
     if not (yes or check) and not _confirm(session):

@@ -78,6 +78,15 @@ def verbose_option(fn: F) -> F:
     )(fn)
 
 
+def allow_busy_option(fn: F) -> F:
+    return click.option(
+        "--allow-busy",
+        is_flag=True,
+        help="Reboot or change the driver even while processes use the GPUs (else such a "
+        "host is refused, listing them).",
+    )(fn)
+
+
 def parse_tags(text: str | None) -> tuple[str, ...]:
     return tuple(t.strip() for t in (text or "").split(",") if t.strip())
 
@@ -108,11 +117,18 @@ def apply_options(fn: F) -> F:
         click.option(
             "--reboot-timeout",
             type=click.FloatRange(min=0, min_open=True),
-            default=600.0,
-            show_default=True,
+            default=None,
             metavar="SECONDS",
-            help="How long a rebooting host may take to come back with a new boot id.",
+            help="How long a rebooting host may take to come back with a new boot id "
+            "(default: the inventory's reboot.timeout, else 600).",
         ),
+        click.option(
+            "--no-reboot",
+            is_flag=True,
+            help="Make every change but the reboots; a host that needs one is reported "
+            "'reboot pending' (exit 8) and the next apply reboots it.",
+        ),
+        allow_busy_option,
         click.option("-y", "--yes", is_flag=True, help="Apply without asking."),
         click.option("--no-tui", is_flag=True, help="Plain output even in a terminal."),
         click.option("--no-smoke", is_flag=True, help="Skip the smoke tests after converging."),

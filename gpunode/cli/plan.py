@@ -9,6 +9,7 @@ import click
 
 from gpunode.cli.common import become_password, check_tags, load_selected
 from gpunode.cli.options import (
+    allow_busy_option,
     become_pass_option,
     forks_option,
     inventory_argument,
@@ -33,6 +34,7 @@ from gpunode.exitcodes import exit_code_for
     "--list-tags", is_flag=True, help="Print the tags each selected role offers; plan nothing."
 )
 @forks_option
+@allow_busy_option
 @become_pass_option
 def plan(
     inventory: str,
@@ -43,6 +45,7 @@ def plan(
     detailed_exitcode: bool,
     list_tags: bool,
     forks: int | None,
+    allow_busy: bool,
     ask_become_pass: bool,
 ) -> None:
     """Read every host (one round trip each) and show what `apply` would change.
@@ -66,7 +69,7 @@ def plan(
     check_tags(hosts, inventory, tags, skip_tags)
     password = become_password(hosts, ask_become_pass)
     opts = Options(tags=tags, skip_tags=skip_tags, search=search_path(inventory),
-                   versions=RepoVersions())  # fmt: skip
+                   versions=RepoVersions(), allow_busy=allow_busy)  # fmt: skip
     outcomes = plan_hosts(hosts, opts, forks=forks, become_password=password)
     statuses: dict[str, str] = {}
     doc: dict[str, Any] = {}

@@ -12,7 +12,7 @@ from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from gpunode.changes import Change, HostPlan
 from gpunode.events import (
@@ -21,10 +21,12 @@ from gpunode.events import (
     ChangeStarted,
     CommandOutput,
     FactsGathered,
+    HookFinished,
     HostStatusChanged,
     PlannedChange,
     PlanReady,
     RebootFinished,
+    RebootPending,
     RebootStarted,
 )
 from gpunode.execute.output import StepOutput
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
 
 BOOT_ID = "cat /proc/sys/kernel/random/boot_id"
 # Detached, so the command returns before the connection drops.
+REBOOT_TIMEOUT = 600.0
 REBOOT = "nohup sh -c 'sleep 1; systemctl reboot || reboot' >/dev/null 2>&1 &"
 _LOCK = re.compile(r"(?:held by process|is held by) (\d+) \(([^)]*)\)")
 _CURL = re.compile(r"^curl: \(\d+\)", re.M)
@@ -62,7 +65,12 @@ class Options:
     diff: bool = False
     tags: Collection[str] = ()
     skip_tags: Collection[str] = ()
-    reboot_timeout: float = 600.0
+    reboot_timeout: float | None = None
+    """Wins over the inventory's reboot.timeout (default REBOOT_TIMEOUT)."""
+    no_reboot: bool = False
+    """Make every change but the reboots; a host that still needs one is "reboot-pending"."""
+    allow_busy: bool = False
+    """Plan and make disruptive changes even while processes use the GPUs."""
     search: tuple[Path, ...] | None = None
     smoke: bool = True
     facts_timeout: float = 120.0
@@ -80,6 +88,9 @@ class HostRun:
         self.opts = opts
         self.result = HostResult(host.name)
         self.index = 0
+        self.after_disrupt: str | None = None
+        """Set once before_disrupt has run (or would have): the hook the end of a good run
+        owes the host."""
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -141,6 +152,7 @@ class HostRun:
             search=self.opts.search,
             catalog=catalog,
             skip_tags=self.opts.skip_tags,
+            allow_busy=self.opts.allow_busy,
         )
 
     def _host_catalog(self, names: tuple[str, ...], facts: HostFacts, nvidia: str) -> Catalog:
@@ -180,6 +192,13 @@ class HostRun:
                 return
             if not self._apply(plan, facts):
                 return
+        if plan.needs_reboot and self.opts.no_reboot:
+            reason = plan.changes[-1].reason
+            self.result.status = "reboot-pending"
+            self.result.message = f"reboot pending: {reason}"
+            self.bus.emit(RebootPending(self.host.name, reason=reason))
+            self.bus.emit(HostStatusChanged(self.host.name, status="reboot-pending", detail=reason))
+            return  # after_disrupt waits for the reboot: the host stays drained until then
         if plan.needs_reboot:
             if not self._reboot(plan, facts):
                 return
@@ -195,6 +214,8 @@ class HostRun:
         self.result.status = "changed" if self.result.changed else "ok"
         if self.opts.smoke and self.host.stack.smoke:
             self._smoke()
+        if self.after_disrupt is not None and self.result.status in ("ok", "changed"):
+            self._hook("after_disrupt", self.after_disrupt)
 
     def _check_only(self, plan: HostPlan) -> None:
         for c in plan.changes:
@@ -220,6 +241,11 @@ class HostRun:
         todo = [c for c in plan.changes if not c.only_reboot]
         if todo and not self._may_act_as_root(todo):
             return False
+        if plan.hooks and self.after_disrupt is None:
+            before = plan.hook("before_disrupt")
+            if before is not None and not self._hook("before_disrupt", before):
+                return False
+            self.after_disrupt = plan.hook("after_disrupt") or ""
         if todo:
             self.bus.emit(HostStatusChanged(self.host.name, status="applying"))
         total = self.index + len(todo)
@@ -397,6 +423,26 @@ class HostRun:
             if long and was is not None:
                 self.t.inactivity_timeout = was  # type: ignore[attr-defined]
 
+    def _hook(self, name: str, shell: str) -> bool:
+        """Run an inventory hook on the host as root; a failure fails the host."""
+        if not shell:
+            return True
+        start = time.monotonic()
+        try:
+            res = self.t.run(["sh", "-c", shell], sudo=True, timeout=self.host.ssh.command_timeout)
+            ok = res.ok
+            why = "" if ok else _why(res.exit_code, res.stderr, res.stdout, HostFacts())
+        except CommandTimeoutError as exc:
+            ok, why = False, f"timed out: {exc}"
+        self.result.round_trips += 1
+        secs = round(time.monotonic() - start, 3)
+        status: Literal["ok", "failed"] = "ok" if ok else "failed"
+        self.bus.emit(HookFinished(self.host.name, hook=name, status=status, seconds=secs,
+                                   message=why))  # fmt: skip
+        if not ok:
+            self._fail(f"hook {name} failed ({why})")
+        return ok
+
     # -- reboot --------------------------------------------------------------------------------
 
     def _reboot(self, plan: HostPlan, facts: HostFacts) -> bool:
@@ -414,7 +460,8 @@ class HostRun:
         except TransportError:
             pass  # the connection dropping is what a reboot does
         self.result.round_trips += 1
-        deadline = start + self.opts.reboot_timeout
+        timeout = self.opts.reboot_timeout or self.host.reboot.timeout or REBOOT_TIMEOUT
+        deadline = start + timeout
         new = ""
         while time.monotonic() < deadline:
             time.sleep(self.opts.poll_interval)
@@ -431,7 +478,7 @@ class HostRun:
                 break
             new = ""
         if not new:
-            self._fail(f"no new boot within {self.opts.reboot_timeout:g} s after the reboot")
+            self._fail(f"no new boot within {timeout:g} s (the reboot timeout) after the reboot")
             return False
         secs = round(time.monotonic() - start, 3)
         self.result.rebooted, self.result.reboot_seconds, self.result.boot_id = True, secs, new

@@ -9,7 +9,9 @@ from gpunode.events import HostRecap
 from gpunode.execute.output import StepOutput
 from gpunode.exitcodes import ExitCode, exit_code_for
 
-HostOutcome = Literal["ok", "changed", "failed", "unreachable", "hostkey-changed", "skipped"]
+HostOutcome = Literal[
+    "ok", "changed", "failed", "unreachable", "hostkey-changed", "skipped", "reboot-pending"
+]
 
 
 @dataclass
@@ -62,7 +64,7 @@ class HostResult:
     @property
     def ok(self) -> int:
         return sum(1 for c in self.changes if c.status == "skipped") + (
-            1 if self.status in ("ok", "changed") else 0
+            1 if self.status in ("ok", "changed", "reboot-pending") else 0
         )
 
     def recap(self) -> HostRecap:

@@ -120,6 +120,18 @@ class FileAttrs(_Fact):
     ids: str  # numbers: "0:0"
 
 
+class GpuProcess(_Fact):
+    """A process using the GPUs: a compute app nvidia-smi lists, or a holder of /dev/nvidia*."""
+
+    pid: int
+    name: str
+    memory_mib: int | None = None  # None: not a compute app, or nvidia-smi says [N/A]
+
+    def shown(self) -> str:
+        mem = f", {self.memory_mib} MiB" if self.memory_mib is not None else ""
+        return f"pid {self.pid} ({self.name}{mem})"
+
+
 class HostFacts(_Fact):
     hostname: str = ""
     os: OsRelease = Field(default_factory=OsRelease)
@@ -145,6 +157,9 @@ class HostFacts(_Fact):
     """sha256 of files gpunode manages (profile.d, ld.so.conf.d, sources), for idempotence."""
     file_attrs: dict[str, FileAttrs] = Field(default_factory=dict)
     """Mode and owner of those files that exist."""
+    gpu_processes: list[GpuProcess] = Field(default_factory=list)
+    """Processes using the GPUs (nvidia-persistenced and nvidia-smi aside); /dev/nvidia*
+    holders of other users are seen only when the login user is root."""
     errors: list[str] = Field(default_factory=list)
     """Sections the parser could not read, with why; never fatal."""
     gather_seconds: float = 0.0

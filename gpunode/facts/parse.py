@@ -18,6 +18,7 @@ from gpunode.facts.model import (
     CudaToolkit,
     Disk,
     FileAttrs,
+    GpuProcess,
     HostFacts,
     KernelModule,
     NvidiaSmi,
@@ -319,6 +320,33 @@ def _files(f: HostFacts, text: str) -> None:
         f.files[path] = digest  # "absent" / "unreadable" when there is no digest
 
 
+def _gpu_procs(f: HostFacts, text: str) -> None:
+    """`app PID, NAME, MIB` (nvidia-smi's compute apps) and `holder PID COMM` lines; a pid
+    both list is shown once, with its memory."""
+    seen: dict[int, GpuProcess] = {}
+    for line in text.splitlines():
+        kind, _, rest = line.partition(" ")
+        if kind == "app":
+            cols = [c.strip() for c in rest.split(",")]
+            if len(cols) < 3 or not cols[0].isdigit():
+                continue
+            mem = cols[-1]
+            proc = GpuProcess(
+                pid=int(cols[0]),
+                name=", ".join(cols[1:-1]) or "?",
+                memory_mib=int(mem) if mem.isdigit() else None,
+            )
+            old = seen.get(proc.pid)
+            if old is not None and old.memory_mib is not None and proc.memory_mib is not None:
+                proc.memory_mib += old.memory_mib  # one process on several GPUs
+            seen[proc.pid] = proc
+        elif kind == "holder":
+            pid, _, comm = rest.partition(" ")
+            if pid.isdigit() and int(pid) not in seen:
+                seen[int(pid)] = GpuProcess(pid=int(pid), name=comm.strip() or "?")
+    f.gpu_processes = list(seen.values())
+
+
 def _first_line(text: str) -> str:
     lines = text.strip().splitlines()
     return lines[0].strip() if lines else ""
@@ -357,6 +385,7 @@ def parse_facts(text: str) -> HostFacts:
         "dpkg-lock": _dpkg_lock,
         "dpkg-audit": lambda facts, t: setattr(facts, "dpkg_interrupted", bool(t.strip())),
         "files": _files,
+        "gpu-procs": _gpu_procs,
     }
     combined: dict[str, Callable[[HostFacts, dict[str, str]], None]] = {
         "pci": _pci,

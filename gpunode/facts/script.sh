@@ -148,4 +148,19 @@ printf '%s\n' "$files" | while IFS= read -r f; do
     printf 'absent\t%s\n' "$f"
   fi
 done
+section gpu-procs
+# What uses the GPUs: nvidia-smi's compute apps, then every process holding /dev/nvidia*
+# open (one find, no psmisc). nvidia-persistenced holds them by design and nvidia-smi only
+# reads them; neither is a workload.
+if have nvidia-smi; then
+  nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader,nounits \
+    2>/dev/null | sed -n 's/^ *\([0-9]\)/app \1/p'
+fi
+find /proc/[0-9]*/fd -maxdepth 1 -lname '/dev/nvidia*' 2>/dev/null | cut -d/ -f3 | sort -u |
+  while read -r pid; do
+    [ "$pid" = "$$" ] && continue
+    comm=$(cat "/proc/$pid/comm" 2>/dev/null) || continue
+    case "$comm" in nvidia-persistenc*|nvidia-smi) continue ;; esac
+    printf 'holder %s %s\n' "$pid" "$comm"
+  done
 section end

@@ -123,6 +123,24 @@ class AptSettings(Strict):
     is reported unreachable; longer than ssh.inactivity_timeout, for slow mirrors."""
 
 
+class Hooks(Strict):
+    """Shell run on the host, as root through the transport, around a disruptive change (a
+    reboot or a driver change while a module is loaded); Jinja with `host` and `address`."""
+
+    before_disrupt: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+    """Before the host's first change, e.g. drain it from the scheduler; failing, it fails
+    the host before anything changed."""
+    after_disrupt: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+    """Once the host is back and read again, e.g. resume it; not run when the apply failed
+    (a failed host stays drained)."""
+
+
+class RebootSettings(Strict):
+    timeout: Annotated[float, Field(gt=0)] | None = None
+    """Seconds a rebooting host may take to come back with a new boot id (default 600;
+    `apply --reboot-timeout` wins)."""
+
+
 class SshSettings(Strict):
     user: LoginName = "ubuntu"
     """The login user on the host."""
@@ -327,6 +345,10 @@ class Settings(Strict):
     """Where packages and installers come from."""
     apt: AptSettings = Field(default_factory=AptSettings)
     """How apt and dpkg are run."""
+    hooks: Hooks = Field(default_factory=Hooks)
+    """Shell run on the host around a change that disrupts the GPUs (drain, resume)."""
+    reboot: RebootSettings = Field(default_factory=RebootSettings)
+    """How a reboot is waited for."""
     gpus: Gpus = Field(default_factory=Gpus)
     """The GPUs the host is expected to have."""
     stack: Stack = Field(default_factory=Stack)

@@ -14,6 +14,7 @@ from gpunode.resolve import CatalogFor, IndexNeeded, Resolved, Unresolvable, res
 from gpunode.roles.loader import RoleError, search_path
 from gpunode.roles.ops import OpContext, Probe
 from gpunode.roles.ops.apt import apt_transactions
+from gpunode.roles.render import render
 from gpunode.roles.tags import selected
 from gpunode.roles.walk import walk
 
@@ -104,10 +105,12 @@ def plan_host(
     search: tuple[Path, ...] | None = None,
     catalog: CatalogFor | None = None,
     skip_tags: Collection[str] | None = None,
+    allow_busy: bool = False,
 ) -> HostPlan:
     """`catalog` reads the host's repository index, when a spec is not satisfied by what
     the host has installed (gpunode.resolve). `tags`: keep only changes with one of these;
-    `skip_tags`: drop changes with any of these."""
+    `skip_tags`: drop changes with any of these. A plan that disrupts the GPUs (`disrupts`)
+    is refused while processes use them, unless `allow_busy`, and carries the host's hooks."""
     why = refusal(host, facts)
     if why:
         return HostPlan(host.name, refused=why)
@@ -157,12 +160,46 @@ def plan_host(
                 (Step(dpkg_configure(host.apt.lock_timeout)),),
             ),
         )
-    return HostPlan(
-        host.name,
-        tuple(_order(changes, host.apt.lock_timeout)),
-        notes=tuple(notes),
-        versions_on_host=pending,
+    ordered = tuple(_order(changes, host.apt.lock_timeout))
+    hooks: tuple[tuple[str, str], ...] = ()
+    if disrupts(ordered, facts):
+        if facts.gpu_processes and not allow_busy:
+            return HostPlan(host.name, refused=busy_refusal(ordered, facts))
+        try:
+            hooks = disrupt_hooks(host)
+        except Exception as exc:  # a template error names the hook
+            return HostPlan(host.name, refused=f"hooks: {exc}")
+    return HostPlan(host.name, ordered, notes=tuple(notes), hooks=hooks, versions_on_host=pending)
+
+
+def disrupts(changes: Collection[Change], facts: HostFacts) -> bool:
+    """A reboot, or a change to the driver's packages while a driver module is loaded: what
+    stops the GPUs' work."""
+    return any(c.reboot or (c.apt and "driver" in c.roles and facts.module.loaded)
+               for c in changes)  # fmt: skip
+
+
+def busy_refusal(changes: Collection[Change], facts: HostFacts) -> str:
+    what = "a reboot" if any(c.reboot for c in changes) else "a driver change"
+    procs = "; ".join(p.shown() for p in facts.gpu_processes)
+    return (
+        f"GPUs in use, and the plan has {what}: {procs}; stop them (or drain the host), "
+        "or pass --allow-busy"
     )
+
+
+def disrupt_hooks(host: Host) -> tuple[tuple[str, str], ...]:
+    """The inventory's hooks, rendered with the host's validated name and address only."""
+    ctx = {"host": host.name, "address": host.address or ""}
+    out = []
+    for name in ("before_disrupt", "after_disrupt"):
+        text = getattr(host.hooks, name)
+        if text:
+            try:
+                out.append((name, str(render(text, ctx))))
+            except Exception as exc:
+                raise ValueError(f"{name}: {type(exc).__name__}: {exc}") from exc
+    return tuple(out)
 
 
 def _order(changes: list[Change], lock_timeout: int) -> list[Change]:

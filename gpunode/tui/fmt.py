@@ -21,6 +21,7 @@ MARKS: dict[str, tuple[str, str]] = {
     "unreachable": ("⊘", "bold red"),
     "hostkey-changed": ("⊘", "bold red"),
     "skipped": ("–", "dim"),
+    "reboot-pending": ("↻", "yellow"),
     # monitor links
     "live": ("●", "green"),
     "stale": ("◌", "yellow"),

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from gpunode import events as ev
 
 OUTPUT_LINES = 2000
-FINAL = frozenset({"ok", "changed", "failed", "unreachable", "skipped"})
+FINAL = frozenset({"ok", "changed", "failed", "unreachable", "skipped", "reboot-pending"})
 
 
 @dataclass

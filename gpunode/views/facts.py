@@ -69,9 +69,12 @@ def render(name: str, f: HostFacts) -> str:
     if f.smi.ok:
         rows.append(("nvidia-smi", f"driver {f.smi.driver_version}, CUDA {f.smi.cuda_version}"))
         for g in f.smi.gpus:
-            rows.append((f"  gpu {g.index}", f"{g.name} {g.memory_total_mib} MiB {g.bus_id}"))
+            persistence = {True: "on", False: "off", None: "?"}[g.persistence_mode]
+            rows.append((f"  gpu {g.index}", f"{g.name} {g.memory_total_mib} MiB {g.bus_id} "
+                         f"persistence {persistence}"))  # fmt: skip
     else:
         rows.append(("nvidia-smi", f.smi.error or "unavailable"))
+    rows.append(("gpu processes", "; ".join(p.shown() for p in f.gpu_processes) or "none"))
     installed = [p for p in f.packages.values() if p.installed]
     held = [p.name for p in installed if p.held]
     rows.append(("packages", f"{len(installed)} NVIDIA/CUDA installed"

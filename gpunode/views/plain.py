@@ -19,11 +19,13 @@ from gpunode.events import (
     ChangeStarted,
     CommandOutput,
     Event,
+    HookFinished,
     HostFinished,
     HostStatusChanged,
     HostUnreachable,
     PlanReady,
     RebootFinished,
+    RebootPending,
     RebootStarted,
     RunFinished,
     RunStarted,
@@ -167,6 +169,11 @@ class PlainPrinter:
             return f"rebooting: {h} {e.reason}"
         if isinstance(e, RebootFinished):
             return f"rebooted: {h} new boot {e.boot_id} after {e.seconds:.1f}s"
+        if isinstance(e, RebootPending):
+            return f"reboot pending: {h} {e.reason} (--no-reboot: apply again to reboot)"
+        if isinstance(e, HookFinished):
+            why = f": {e.message}" if e.message else ""
+            return f"hook {e.status}: {h} {e.hook} ({e.seconds:.1f}s){why}"
         if isinstance(e, SmokeResult):
             r = e.result
             reason = f": {r.reason}" if r.reason else ""

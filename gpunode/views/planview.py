@@ -25,6 +25,7 @@ def plan_text(plan: HostPlan, *, commands: bool = True) -> str:
                 lines += [f"        $ {prefix}{s.shown()}" for s in c.steps]
                 if c.reboot:
                     lines.append("        (reboot, then facts are gathered again)")
+    lines += [f"  hook {name}: $ [sudo] {shell}" for name, shell in plan.hooks]
     lines += [f"  note: {n}" for n in plan.notes]
     return "\n".join(lines)
 

@@ -25,6 +25,7 @@ def recap_lines(rows: Sequence[HostRecap]) -> list[str]:
         )
         extra = " host key changed" if r.hostkey_changed else ""
         extra += " rebooted" if r.rebooted else ""
+        extra += " reboot pending" if r.status == "reboot-pending" else ""
         extra += " skipped" if r.skipped else ""
         line = f"{r.host:<{width}}  {counts} {r.seconds:6.1f}s{extra}"
         if r.message:

@@ -141,6 +141,10 @@ PlanBody = _model(
     changes=(list[_Change], ...),  # type: ignore[valid-type]
     notes=(list[str], ...),
     versions_on_host=(list[str], ...),
+    hooks=(
+        dict[str, str],
+        Field(default_factory=dict, description="The hooks this plan runs, rendered."),
+    ),
 )
 PlanHost = _model(
     "PlanHost",
@@ -152,6 +156,10 @@ PlanHost = _model(
     changes=(list[_Change], []),  # type: ignore[valid-type]
     notes=(list[str], []),
     versions_on_host=(list[str], []),
+    hooks=(
+        dict[str, str],
+        Field(default_factory=dict, description="The hooks this plan runs, rendered."),
+    ),
 )
 _FIELD_JSON[(FactsGathered, "facts")] = HostFacts
 _FIELD_JSON[(HostResult, "plans")] = list[PlanBody]  # type: ignore[valid-type]

@@ -635,8 +635,19 @@ def csv_gpus(gpus: list[Gpu], names: list[str], header: bool, units: bool) -> st
     return "".join(line + "\n" for line in out)
 
 
+def _busy_job(gpus: list[Gpu]) -> list[Gpu]:
+    """The lab's gpu-busy knob: its job as a compute process on GPU 0, while it runs."""
+    job = _read_json(ROOT / "run/gpunode-lab-gpu-busy.json")
+    if not job or not gpus or not Path(f"/proc/{job['pid']}").exists():
+        return []
+    mem = int(job["memory_mib"]) + 520  # _proc_mem takes the context's share off again
+    g = gpus[0]
+    return [Gpu(**{**g.__dict__, "pid": int(job["pid"]), "mem_used": mem})]
+
+
 def csv_apps(gpus: list[Gpu], names: list[str], header: bool, units: bool) -> str:
     out = []
+    gpus = [*gpus, *_busy_job(gpus)]
     if header:
         out.append(", ".join(f + APP_FIELDS[f][0] for f in names))
     for g in gpus:

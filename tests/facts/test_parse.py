@@ -151,3 +151,24 @@ def test_a_broken_section_is_an_error_not_a_crash() -> None:
 def test_empty_output() -> None:
     f = parse_facts("")
     assert f.errors and f.smi.ok is False
+
+
+def test_gpu_processes_from_compute_apps_and_device_holders() -> None:
+    text = (
+        "### gpu-procs\n"
+        "app 4242, /usr/bin/python3, 40960\n"
+        "app 4242, /usr/bin/python3, 1024\n"  # the same process on a second GPU
+        "app 5000, my, odd name, [N/A]\n"
+        "holder 4242 python3\n"
+        "holder 77 Xorg\n"
+        "holder x junk\n"
+        "### end\n"
+    )
+    f = parse_facts(text)
+    assert f.errors == []
+    assert [p.shown() for p in f.gpu_processes] == [
+        "pid 4242 (/usr/bin/python3, 41984 MiB)",
+        "pid 5000 (my, odd name)",
+        "pid 77 (Xorg)",
+    ]
+    assert parse_facts("### gpu-procs\n### end\n").gpu_processes == []

@@ -79,20 +79,20 @@ def test_hostile_names_and_values_are_refused_and_nothing_is_written(tmp_path: P
     out = tmp_path / "out.yaml"
     bad_name = {"_meta": {"hostvars": {"x;reboot": {}}}, "all": {"hosts": ["x;reboot"]}}
     done = gpunode("inventory", "import", "-", "-o", str(out), stdin=json.dumps(bad_name))
-    assert done.returncode == 2
+    assert done.returncode == 4
     assert "host 'x;reboot' is not a name" in done.stderr
     assert not out.exists()
 
     bad_value = {"_meta": {"hostvars": {"n1": {"ansible_host": "-oProxyCommand=x"}}}}
     done = gpunode("inventory", "import", "-", "-o", str(out), stdin=json.dumps(bad_value))
-    assert done.returncode == 2
+    assert done.returncode == 4
     assert "hosts.n1.address" in done.stderr and "nothing was written" in done.stderr
     assert not out.exists()
 
     done = gpunode("inventory", "import", "-", stdin="[1, 2")
-    assert done.returncode == 2 and "error: <stdin>:" in done.stderr
+    assert done.returncode == 4 and "error: <stdin>:" in done.stderr
     done = gpunode("inventory", "import", str(tmp_path))
-    assert done.returncode == 2 and "not a regular file" in done.stderr
+    assert done.returncode == 4 and "not a regular file" in done.stderr
 
 
 def test_an_existing_file_is_kept_without_force(tmp_path: Path) -> None:
@@ -100,7 +100,7 @@ def test_an_existing_file_is_kept_without_force(tmp_path: Path) -> None:
     out.write_text("keep me\n")
     source = str(FIXTURES / "list.json")
     done = gpunode("inventory", "import", source, "-o", str(out))
-    assert done.returncode == 2 and "pass --force" in done.stderr
+    assert done.returncode == 4 and "pass --force" in done.stderr
     assert out.read_text() == "keep me\n"
     done = gpunode("inventory", "import", source, "-o", str(out), "--force")
     assert done.returncode == 0

@@ -73,7 +73,7 @@ def test_unknown_key_in_a_group_file_names_that_file_and_line(tmp_path: Path) ->
     done = subprocess.run(
         [sys.executable, "-m", "gpunode", "check", str(path)], capture_output=True, text=True
     )
-    assert done.returncode == 2
+    assert done.returncode == 4
     assert f"{tmp_path}/group_vars/a100.yaml:3:3: ssh.usr: unknown key" in done.stderr
 
 
