@@ -148,4 +148,16 @@ printf '%s\n' "$files" | while IFS= read -r f; do
     printf 'absent\t%s\n' "$f"
   fi
 done
+# --- kernels and DKMS: installed kernels, the next boot's, headers, `dkms status` ---
+section kernels
+for d in /lib/modules/*; do
+  k=${d##*/}
+  [ -e "/boot/vmlinuz-$k" ] || continue
+  printf 'installed %s\n' "$k"
+  if [ -d "/usr/src/linux-headers-$k" ] || [ -e "$d/build" ]; then printf 'headers %s\n' "$k"; fi
+done
+[ -L /boot/vmlinuz ] && printf 'next %s\n' "$(readlink /boot/vmlinuz)"
+section dkms
+have dkms && dkms status 2>/dev/null
+# --- end of kernels and DKMS ---
 section end
