@@ -37,7 +37,6 @@ build() { # module version kernel
     log="$b/make.log"
     {
         echo "DKMS make.log for $1-$2 for kernel $3 ($arch)"
-        date
         echo "make -j$(nproc 2>/dev/null || echo 1) KERNEL_UNAME=$3 modules"
     } > "$log"
     if ! headers "$3"; then
