@@ -83,3 +83,35 @@ def test_next_boot_is_the_running_kernel() -> None:
     assert f.kernels.next_boot == "6.8.0-45-generic"
     assert f.dkms_kernels == ["6.8.0-45-generic"]
     assert f.dkms == []
+
+
+def test_facts_view_shows_kernels_headers_and_dkms() -> None:
+    from gpunode.views.facts import render
+
+    f = parse_facts(
+        _facts(
+            "installed 6.8.0-45-generic\nheaders 6.8.0-45-generic\ninstalled 6.8.0-87-generic\n"
+            "next vmlinuz-6.8.0-87-generic\n",
+            DKMS2,
+        )
+    )
+    rows = {line.split("  ")[1].strip(): line for line in render("h", f).splitlines()[1:]}
+    assert rows["kernels"].endswith("6.8.0-45-generic (headers), 6.8.0-87-generic (no headers)")
+    assert rows["next boot"].endswith("6.8.0-87-generic (installed, waiting for a reboot)")
+    assert rows["dkms"].endswith("nvidia/535.183.01 5.15.0-91-generic: installed")
+
+
+def test_a_failed_build_keeps_the_whole_make_log_tail() -> None:
+    from gpunode.changes import LOG_TAIL
+    from gpunode.execute.host import _why
+    from gpunode.facts.model import HostFacts
+
+    log = [f"line {i}" for i in range(20)]
+    stderr = "\n".join(
+        ["Error! Bad return status for module build on kernel: 6.8.0-87-generic (x86_64)",
+         LOG_TAIL + "/var/lib/dkms/nvidia/580.95.05/build/make.log", *log]
+    )  # fmt: skip
+    why = _why(10, stderr, "", HostFacts())
+    assert why.startswith("exit 10:\nlast lines of /var/lib/dkms/nvidia/580.95.05/build/make.log")
+    assert why.endswith("\n".join(log))
+    assert _why(1, "a\nb\nc\nd", "", HostFacts()) == "exit 1: b | c | d"  # others: 3 lines
