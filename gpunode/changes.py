@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+LOG_TAIL = "last lines of "
+"""A step that fails prints this, a log's path, then the log's last lines on stderr: the
+failure's message keeps every line after it (a build's make.log), not only the last few."""
+
 
 @dataclass(frozen=True)
 class Step:
@@ -37,6 +41,9 @@ class Change:
     """Changes apt's sources: its lists are stale until read again."""
     long_running: bool = False
     """May stay silent for minutes (downloads, installs): apt.inactivity_timeout applies."""
+    before_reboot: bool = False
+    """A check of the work before it (a module built for the next boot): it runs after every
+    other change, just before the reboot."""
     path: str | None = None
     before: str | None = None
     after: str | None = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shlex
 import signal
 import socket
@@ -19,6 +20,8 @@ from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 from gpunode_lab import hostinit, procs
+from gpunode_lab.repo import catalog_kernel
+from gpunode_lab.repo.deb import deb_bytes
 from gpunode_lab.standins import (
     DPKG_LOCKER,
     GPU_BUSY_PY,
@@ -57,6 +60,8 @@ KNOBS = {
     "bg-upgrade": "a background upgrade bumps the driver's user-space libraries (one-shot)",
     "load": "GPU load pattern VALUE: idle, busy or wave",
     "gpu-busy": "a GPU job holds /dev/nvidia0, using VALUE MiB (default 40960)",
+    "newer-kernel": "a newer kernel is installed without its headers and boots next (one-shot)",
+    "no-headers": "apt offers no linux-headers-VALUE (default: the newer kernel's)",
 }
 LOAD_PATTERNS = ("idle", "busy", "wave")
 SYS_PATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -336,6 +341,46 @@ def _gpu_busy(host: FaultyHost, f: dict[str, Any], knob: str, value: Any, off: b
     return ""
 
 
+NO_HEADERS_PREF = "/etc/apt/preferences.d/gpunode-lab-no-headers"
+
+
+def _newer_kernel(host: FaultyHost, f: dict[str, Any], knob: str, value: Any, off: bool) -> str:
+    """dpkg -i the repository's linux-image-<newer kernel> (the same bytes it serves), which
+    points /boot/vmlinuz at it, as an unattended kernel update does."""
+    pid = _running(host)
+    release = catalog_kernel.newer_kernel()
+    pkg = catalog_kernel.image_package(release, catalog_kernel.kernels()[release])
+    deb = f"/tmp/gpunode-lab-{pkg.filename}"
+    with open(f"/proc/{pid}/root{deb}", "wb") as fh:
+        fh.write(deb_bytes(pkg))
+    out = host_exec(pid, ["/bin/sh", "-c", 'dpkg -i "$1"; rc=$?; rm -f "$1"; exit $rc', "-", deb])
+    if out.returncode != 0:
+        raise KnobError((out.stderr or out.stdout).strip())
+    return f"installed linux-image-{release}; /boot/vmlinuz -> vmlinuz-{release}"
+
+
+def _no_headers(host: FaultyHost, f: dict[str, Any], knob: str, value: Any, off: bool) -> str:
+    """An apt preference that no version of the headers may be installed: apt sees no
+    installation candidate, as for headers its archive does not carry."""
+    pid = _running(host)
+    path = f"/proc/{pid}/root{NO_HEADERS_PREF}"
+    if off:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        f.pop(knob, None)
+        return ""
+    release = str(value or catalog_kernel.newer_kernel())
+    if not re.fullmatch(r"[0-9][A-Za-z0-9.+_~-]*", release):
+        raise KnobError(f"{release!r} is not a kernel release")
+    with open(path, "w") as fh:
+        fh.write(
+            f"# gpunode lab: the repository offers no headers for {release}\n"
+            f"Package: linux-headers-{release}\nPin: version *\nPin-Priority: -1\n"
+        )
+    f[knob] = release
+    return f"apt offers no linux-headers-{release}"
+
+
 # knob -> what sets it: changes the faults `f` in place, acts on the host, returns a note.
 _SETTERS: dict[str, Callable[[FaultyHost, dict[str, Any], str, Any, bool], str]] = {
     "refuse": _listener,
@@ -350,6 +395,8 @@ _SETTERS: dict[str, Callable[[FaultyHost, dict[str, Any], str, Any, bool], str]]
     "bg-upgrade": _bg_upgrade,
     "load": _load,
     "gpu-busy": _gpu_busy,
+    "newer-kernel": _newer_kernel,
+    "no-headers": _no_headers,
 }
 _LISTENER_KNOBS = ("refuse", "stall", "latency")
 
@@ -363,6 +410,8 @@ def apply(
         return {"ok": False, "error": f"unknown knob {knob!r}; knobs: {', '.join(KNOBS)}"}
     if knob == "bg-upgrade" and off:
         return {"ok": True, "note": "bg-upgrade is one-shot; reboot the host to load it"}
+    if knob == "newer-kernel" and off:
+        return {"ok": True, "note": "newer-kernel is one-shot: the kernel stays installed"}
     f = dict(host.faults)
     try:
         note = _SETTERS[knob](host, f, knob, value, off)

@@ -63,8 +63,19 @@ def secure_boot_bytes(enabled: bool) -> bytes:
     return b"\x06\x00\x00\x00" + (b"\x01" if enabled else b"\x00")
 
 
-def module_state(root: str) -> dict[str, Any]:
-    """What the kernel would load at boot: the installed driver, if any."""
+def booted_kernel(root: str) -> str:
+    """The kernel this boot loads: where /boot/vmlinuz points, as a bootloader would."""
+    try:
+        return os.readlink(f"{root}/boot/vmlinuz").rsplit("/", 1)[-1].removeprefix("vmlinuz-")
+    except OSError:
+        return os.uname().release
+
+
+def module_state(root: str, kernel: str) -> dict[str, Any]:
+    """What the kernel would load at boot: the installed driver, if DKMS built its module
+    for `kernel`."""
+    if not os.path.exists(f"{root}/lib/modules/{kernel}/updates/dkms/nvidia.ko"):
+        return {"loaded": False, "version": None, "flavor": None, "kernel": kernel}
     try:
         with open(f"{root}/usr/share/gpunode-lab/driver-version") as f:
             version, flavor = ([*f.read().split(), "", ""])[:2]
@@ -72,8 +83,8 @@ def module_state(root: str) -> dict[str, Any]:
         version = ""
         flavor = ""
     if not version:
-        return {"loaded": False, "version": None, "flavor": None}
-    return {"loaded": True, "version": version, "flavor": flavor or "proprietary"}
+        return {"loaded": False, "version": None, "flavor": None, "kernel": kernel}
+    return {"loaded": True, "version": version, "flavor": flavor or "proprietary", "kernel": kernel}
 
 
 def nvrm_line(version: str, flavor: str) -> str:
@@ -121,8 +132,14 @@ def build_root(spec: dict[str, Any]) -> None:
         for key in ("vendor", "device", "class", "label"):
             write(f"{pci}/{dev['slot']}/{key}", dev[key] + "\n", 0o444)
 
-    # The kernel module: the installed driver is loaded at boot.
-    state = module_state(m)
+    # The kernel /boot/vmlinuz points to is the one running (the lab's uname reads it).
+    kernel = booted_kernel(m)
+    write(f"{spec['ctl']}/osrelease", kernel + "\n", 0o444)
+    mount(f"{spec['ctl']}/osrelease", f"{m}/proc/sys/kernel/osrelease", None, MS_BIND)
+    write(f"{m}/run/gpunode-lab-kernel", kernel + "\n", 0o444)
+
+    # The kernel module: the installed driver is loaded at boot, if built for this kernel.
+    state = module_state(m, kernel)
     write(f"{m}/etc/gpunode-lab/module.json", json.dumps(state) + "\n")
     mods = f"{m}/sys/module"
     mount("gpunode-lab-modules", mods, "tmpfs", 0, "size=1m,mode=755")

@@ -51,7 +51,10 @@ while [ -n "$todo" ]; do
     done
     todo=$next
 done
-apt-get install -y -q --allow-downgrades --allow-change-held-packages $pins >/dev/null
+# a machine running a DKMS driver has its kernel's headers: the module builds for it
+headers=linux-headers-$(uname -r)
+apt-cache policy "$headers" 2>/dev/null | grep -q 'Candidate: [0-9]' || headers=""
+apt-get install -y -q --allow-downgrades --allow-change-held-packages $headers $pins >/dev/null
 if [ "$hold" = 1 ]; then apt-mark hold $named >/dev/null; fi
 dpkg-query -W -f '${Package}=${Version}\n' $names
 """

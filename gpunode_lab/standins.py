@@ -1,8 +1,8 @@
 """Small programs installed into every lab host in place of the machine's own.
 
 They are the host's view of the simulated hardware: the power button (reboot and
-friends ask the host's init, PID 1 of its namespace, to end), the PCI bus and the
-firmware's Secure Boot state.
+friends ask the host's init, PID 1 of its namespace, to end), the PCI bus, the
+firmware's Secure Boot state and the kernel it booted.
 """
 
 from __future__ import annotations
@@ -135,6 +135,19 @@ echo 'the GPU job did not start' >&2; exit 1
 GPU_IDLE_SH = (
     "f=/run/gpunode-lab-gpu-busy; [ -f $f.pid ] && kill $(cat $f.pid); rm -f $f.pid $f.json; true"
 )
+# The kernel release is the machine's for every namespace; a lab host reports the kernel it
+# booted (hostinit writes it), so that installing a newer kernel and rebooting shows.
+UNAME = """\
+#!/bin/sh
+# gpunode lab stand-in for uname: the kernel release is the one this host booted.
+k=$(cat /run/gpunode-lab-kernel 2>/dev/null)
+[ -n "$k" ] || exec /bin/uname "$@"
+case "$*" in
+    -r|--kernel-release) echo "$k" ;;
+    -a|--all) /bin/uname -a | awk -v k="$k" '{ $3 = k; print }' ;;
+    *) exec /bin/uname "$@" ;;
+esac
+"""
 
 STANDINS: dict[str, str] = {
     "usr/sbin/reboot": REBOOT,
@@ -144,4 +157,5 @@ STANDINS: dict[str, str] = {
     "usr/bin/systemctl": SYSTEMCTL,
     "usr/local/bin/lspci": LSPCI,
     "usr/local/bin/mokutil": MOKUTIL,
+    "usr/local/bin/uname": UNAME,
 }

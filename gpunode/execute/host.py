@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from gpunode.changes import Change, HostPlan
+from gpunode.changes import LOG_TAIL, Change, HostPlan
 from gpunode.events import (
     Bus,
     ChangeFinished,
@@ -514,6 +514,9 @@ def _why(code: int, stderr: str, stdout: str, facts: HostFacts, command: str = "
         holder = f"pid {m.group(1)} ({m.group(2)})" if m else facts.dpkg_lock_holder or "unknown"
         return f"dpkg lock held by {holder}; try again when it finishes (exit {code})"
     why = f"exit {code}: {tail}" if tail else f"exit {code}"
+    mark = stderr.rfind("\n" + LOG_TAIL)
+    if mark >= 0 or stderr.startswith(LOG_TAIL):  # a log's tail: keep all of it
+        why = f"exit {code}:\n{stderr[mark + 1 :].strip()}"
     if _CURL.search(stderr):  # curl names the host and port, not the URL it was fetching
         url = next(iter(_URL.findall(command)), "")
         if url and url not in why:

@@ -132,6 +132,28 @@ class GpuProcess(_Fact):
         return f"pid {self.pid} ({self.name}{mem})"
 
 
+class DkmsModule(_Fact):
+    """One line of `dkms status`: `nvidia/580.95.05, 6.8.0-45-generic, x86_64: installed`."""
+
+    module: str
+    version: str
+    kernel: str | None = None  # None: added (sources registered) but not built for any
+    arch: str | None = None
+    state: str = ""  # added, built, installed (dkms may append a warning in parentheses)
+
+    @property
+    def installed(self) -> bool:
+        return self.state.split(" ", 1)[0] == "installed"
+
+
+class Kernels(_Fact):
+    """The kernels a host has: installed, the one it boots next, those with headers."""
+
+    installed: list[str] = Field(default_factory=list)  # /lib/modules/<k> with /boot/vmlinuz-<k>
+    next_boot: str | None = None  # where /boot/vmlinuz points (Ubuntu: the newest installed)
+    headers: list[str] = Field(default_factory=list)  # /usr/src/linux-headers-<k> or .../build
+
+
 class HostFacts(_Fact):
     hostname: str = ""
     os: OsRelease = Field(default_factory=OsRelease)
@@ -160,6 +182,9 @@ class HostFacts(_Fact):
     gpu_processes: list[GpuProcess] = Field(default_factory=list)
     """Processes using the GPUs (nvidia-persistenced and nvidia-smi aside); /dev/nvidia*
     holders of other users are seen only when the login user is root."""
+    kernels: Kernels = Field(default_factory=Kernels)
+    dkms: list[DkmsModule] = Field(default_factory=list)
+    """`dkms status`, line by line (empty without dkms)."""
     errors: list[str] = Field(default_factory=list)
     """Sections the parser could not read, with why; never fatal."""
     gather_seconds: float = 0.0
@@ -168,6 +193,21 @@ class HostFacts(_Fact):
     def package(self, name: str) -> Package | None:
         pkg = self.packages.get(name)
         return pkg if pkg is not None and pkg.installed else None
+
+    @property
+    def dkms_kernels(self) -> list[str]:
+        """The kernels a DKMS module must be built for: the running one and, when another
+        kernel is installed and waiting for a reboot, the one the next boot loads."""
+        out = [self.kernel] if self.kernel else []
+        nxt = self.kernels.next_boot
+        return [*out, nxt] if nxt and nxt not in out else out
+
+    def dkms_installed(self, module: str, version: str, kernel: str) -> bool:
+        """Whether `dkms status` says module/version is installed for `kernel`."""
+        return any(
+            d.installed and (d.module, d.version, d.kernel) == (module, version, kernel)
+            for d in self.dkms
+        )
 
     def free_bytes(self, path: str) -> int | None:
         best = None

@@ -17,10 +17,12 @@ from gpunode.facts.model import (
     CondaEnvFacts,
     CudaToolkit,
     Disk,
+    DkmsModule,
     FileAttrs,
     GpuProcess,
     HostFacts,
     KernelModule,
+    Kernels,
     NvidiaSmi,
     OsRelease,
     Package,
@@ -347,6 +349,39 @@ def _gpu_procs(f: HostFacts, text: str) -> None:
     f.gpu_processes = list(seen.values())
 
 
+def _kernels(f: HostFacts, text: str) -> None:
+    k = Kernels()
+    for line in text.splitlines():
+        what, _, value = line.strip().partition(" ")
+        if not value:
+            continue
+        if what == "installed":
+            k.installed.append(value)
+        elif what == "headers":
+            k.headers.append(value)
+        elif what == "next":  # the link's target: vmlinuz-6.8.0-45-generic
+            k.next_boot = value.rsplit("/", 1)[-1].removeprefix("vmlinuz-") or None
+    f.kernels = k
+
+
+# dkms 3 writes `nvidia/580.95.05, 6.8.0-45-generic, x86_64: installed`, dkms 2
+# `nvidia, 535.183.01, 5.15.0-91-generic, x86_64: installed`; an added module has no kernel.
+_DKMS = re.compile(
+    r"(?P<module>[^\s,/:]+)(?:/|, )(?P<version>[^\s,:]+)"
+    r"(?:, (?P<kernel>[^\s,:]+))?(?:, (?P<arch>[^\s,:]+))?: (?P<state>.+)"
+)
+
+
+def parse_dkms_status(text: str) -> list[DkmsModule]:
+    """`dkms status` output, one DkmsModule per line it understands (warnings are skipped)."""
+    out = []
+    for line in text.splitlines():
+        m = _DKMS.fullmatch(line.strip())
+        if m:
+            out.append(DkmsModule(**{k: v for k, v in m.groupdict().items() if v is not None}))
+    return out
+
+
 def _first_line(text: str) -> str:
     lines = text.strip().splitlines()
     return lines[0].strip() if lines else ""
@@ -386,6 +421,8 @@ def parse_facts(text: str) -> HostFacts:
         "dpkg-audit": lambda facts, t: setattr(facts, "dpkg_interrupted", bool(t.strip())),
         "files": _files,
         "gpu-procs": _gpu_procs,
+        "kernels": _kernels,
+        "dkms": lambda facts, t: setattr(facts, "dkms", parse_dkms_status(t)),
     }
     combined: dict[str, Callable[[HostFacts, dict[str, str]], None]] = {
         "pci": _pci,

@@ -163,4 +163,16 @@ find /proc/[0-9]*/fd -maxdepth 1 -lname '/dev/nvidia*' 2>/dev/null | cut -d/ -f3
     case "$comm" in nvidia-persistenc*|nvidia-smi) continue ;; esac
     printf 'holder %s %s\n' "$pid" "$comm"
   done
+# --- kernels and DKMS: installed kernels, the next boot's, headers, `dkms status` ---
+section kernels
+for d in /lib/modules/*; do
+  k=${d##*/}
+  [ -e "/boot/vmlinuz-$k" ] || continue
+  printf 'installed %s\n' "$k"
+  if [ -d "/usr/src/linux-headers-$k" ] || [ -e "$d/build" ]; then printf 'headers %s\n' "$k"; fi
+done
+[ -L /boot/vmlinuz ] && printf 'next %s\n' "$(readlink /boot/vmlinuz)"
+section dkms
+have dkms && dkms status 2>/dev/null
+# --- end of kernels and DKMS ---
 section end

@@ -204,8 +204,9 @@ def disrupt_hooks(host: Host) -> tuple[tuple[str, str], ...]:
 
 def _order(changes: list[Change], lock_timeout: int) -> list[Change]:
     """Package changes as apt transactions (gpunode.roles.ops.apt); every reboot reason
-    gathered into one reboot, last."""
+    gathered into one reboot, last, after the checks that must pass before it."""
     reasons = [c for c in changes if c.reboot]
+    changes = [c for c in changes if not c.before_reboot] + [c for c in changes if c.before_reboot]
     out = apt_transactions(
         [replace(c, reboot=False) for c in changes if not c.only_reboot], lock_timeout
     )

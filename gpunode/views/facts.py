@@ -62,6 +62,15 @@ def render(name: str, f: HostFacts) -> str:
         ("pci gpus", ", ".join(f"{g.slot} [10de:{g.device_id}]" for g in f.pci_gpus) or "none"),
     ]
     m = f.module
+    kn = f.kernels
+    if kn.installed:
+        rows.append(("kernels", ", ".join(
+            k + (" (headers)" if k in kn.headers else " (no headers)") for k in kn.installed
+        )))  # fmt: skip
+    if kn.next_boot and kn.next_boot != f.kernel:
+        rows.append(("next boot", f"{kn.next_boot} (installed, waiting for a reboot)"))
+    for d in f.dkms:
+        rows.append(("dkms", f"{d.module}/{d.version} {d.kernel or '-'}: {d.state}"))
     rows.append(("nvidia module", f"{m.version or '?'} ({m.flavor or '?'})" if m.loaded
                  else "not loaded"))  # fmt: skip
     if m.nouveau_loaded:

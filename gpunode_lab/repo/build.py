@@ -22,6 +22,7 @@ from importlib import resources
 from pathlib import Path
 
 from gpunode_lab.repo import catalog, conda, nvidia_repo, pypi
+from gpunode_lab.repo.catalog_kernel import machine_kernel
 from gpunode_lab.repo.deb import Package, control_text, deb_bytes
 from gpunode_lab.repo.signing import Signer
 from gpunode_lab.state import MIRRORS
@@ -34,10 +35,11 @@ def generator_version() -> str:
     h = hashlib.sha256(GENERATOR.encode())
     here = resources.files("gpunode_lab.repo")
     code = [p.name for p in here.iterdir() if p.name.endswith(".py")]
-    for name in sorted([*code, nvidia_repo.DATA_FILE]):
+    for name in sorted([*code, nvidia_repo.DATA_FILE, "dkms_standin.sh"]):
         h.update((here / name).read_bytes())
     for name in ("q.txt", "q.xml"):
         h.update((here / "smi_templates" / name).read_bytes())
+    h.update(machine_kernel().encode())  # the repository carries its headers
     return h.hexdigest()[:16]
 
 

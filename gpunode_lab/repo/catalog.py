@@ -1,8 +1,8 @@
 """What each folder of the lab repository holds: stand-in packages with NVIDIA's names,
 versions and shapes, as nvidia_repo.yaml says NVIDIA (or a lagging mirror) publishes them.
 
-Package contents are tiny stand-ins; catalog_driver, catalog_toolkit, catalog_cudnn and
-catalog_nccl write them.
+Package contents are tiny stand-ins; catalog_driver, catalog_kernel, catalog_toolkit,
+catalog_cudnn and catalog_nccl write them.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from gpunode_lab.repo import nvidia_repo
 from gpunode_lab.repo.catalog_cudnn import cudnn8_packages, cudnn9_packages
 from gpunode_lab.repo.catalog_driver import driver_packages
+from gpunode_lab.repo.catalog_kernel import kernel_packages
 from gpunode_lab.repo.catalog_nccl import nccl_packages
 from gpunode_lab.repo.catalog_toolkit import toolkit_packages
 from gpunode_lab.repo.deb import Package, Payload
@@ -21,7 +22,7 @@ def packages_for(distro: str, mirror: str = "full") -> list[Package]:
     """Everything but the keyring, for one Ubuntu release's folder."""
     folder = nvidia_repo.folder(distro, mirror)
     majors = tuple(sorted({m for ms in nvidia_repo.cudnn9().values() for m in ms}))
-    out = driver_packages(folder.branches)
+    out = driver_packages(folder.branches) + kernel_packages()
     out += cudnn9_packages(folder.cudnn9, majors) + cudnn8_packages(folder.cudnn8)
     out += nccl_packages(folder.nccl)
     for tk in folder.toolkits:

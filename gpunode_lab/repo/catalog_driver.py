@@ -137,11 +137,12 @@ def _flavour(
             conflicts=_swap(dkmses, dkms),
             replaces=_swap(dkmses, dkms),
             provides=["nvidia-dkms-kernel"],
+            depends=["dkms"],
             files=[
                 Payload("/usr/share/gpunode-lab/driver-version", f"{release} {kind}\n".encode()),
                 Payload(f"/usr/src/nvidia-{release}/dkms.conf", _dkms_conf(release)),
             ],
-            scripts={"postinst": _dkms_postinst(release, kind)},
+            scripts={"postinst": _dkms_postinst(release, kind), "prerm": _dkms_prerm(release)},
         ),
         Package(
             driver,
@@ -199,10 +200,30 @@ def _dkms_conf(release: str) -> bytes:
 
 
 def _dkms_postinst(release: str, kind: str) -> str:
+    """As Ubuntu's dkms common.postinst: register the sources, build and install for every
+    installed kernel; a kernel without headers is skipped (the package still configures)."""
     return (
         "#!/bin/sh\nset -e\n"
         'if [ "$1" = configure ]; then\n'
-        f'  echo "nvidia/{release} ({kind}): kernel module stand-in registered; '
-        'it loads at the next boot (gpunode lab)."\n'
+        f"  dkms add -m nvidia -v {release} >/dev/null\n"
+        "  for d in /lib/modules/*; do\n"
+        "    k=${d##*/}\n"
+        '    [ -e "/boot/vmlinuz-$k" ] || continue\n'
+        f'    if dkms install -m nvidia -v {release} -k "$k"; then\n'
+        f'      echo "nvidia/{release} ({kind}): built and installed for kernel $k"\n'
+        "    else\n"
+        '      echo "Module build for kernel $k was skipped since the kernel headers for this'
+        ' kernel do not seem to be installed."\n'
+        "    fi\n"
+        "  done\n"
+        "fi\n"
+    )
+
+
+def _dkms_prerm(release: str) -> str:
+    return (
+        "#!/bin/sh\nset -e\n"
+        'if [ "$1" = remove ] || [ "$1" = upgrade ] || [ "$1" = deconfigure ]; then\n'
+        f"  dkms remove -m nvidia -v {release} --all >/dev/null 2>&1 || true\n"
         "fi\n"
     )

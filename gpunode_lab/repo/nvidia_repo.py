@@ -69,6 +69,11 @@ def distros() -> dict[str, str]:
     return {str(k): str(v) for k, v in data()["distros"].items()}
 
 
+def kernels() -> dict[str, str]:
+    """Ubuntu kernel release -> the Debian version of its linux-image and linux-headers."""
+    return {str(k): str(v) for k, v in data().get("kernels", {}).items()}
+
+
 def branches() -> tuple[Branch, ...]:
     drivers = data()["drivers"]
     first = str(drivers["unversioned_from"])

@@ -123,7 +123,9 @@ def test_bg_upgrade_bumps_the_user_space_version(lab_hosts, lab_fresh_host):
     lab_hosts.sudo(
         host,
         "mkdir -p /usr/share/gpunode-lab && "
-        "echo '580.159.04 open' > /usr/share/gpunode-lab/driver-version",
+        "echo '580.159.04 open' > /usr/share/gpunode-lab/driver-version && "
+        # the module DKMS would have installed for the running kernel
+        'd=/lib/modules/$(uname -r)/updates/dkms && mkdir -p "$d" && echo ko > "$d/nvidia.ko"',
     )
     lab_hosts.reboot(host)
     lab_hosts.fault(host, "bg-upgrade")

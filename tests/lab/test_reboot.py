@@ -57,8 +57,9 @@ def test_reboot_from_the_cli(lab_hosts):
 
 def test_rebooting_loads_the_installed_driver(lab_hosts, lab_fresh_host):
     host = lab_fresh_host
+    kernel = lab_hosts.run(host, "uname -r").stdout.strip()
     state = json.loads(lab_hosts.run(host, "cat /etc/gpunode-lab/module.json").stdout)
-    assert state == {"loaded": False, "version": None, "flavor": None}
+    assert state == {"loaded": False, "version": None, "flavor": None, "kernel": kernel}
     assert lab_hosts.run(host, "test -e /sys/module/nvidia", check=False).returncode == 1
     assert lab_hosts.run(host, "test -e /proc/driver/nvidia", check=False).returncode == 1
 
@@ -72,9 +73,18 @@ def test_rebooting_loads_the_installed_driver(lab_hosts, lab_fresh_host):
         json.loads(lab_hosts.run(host, "cat /etc/gpunode-lab/module.json").stdout)["loaded"]
         is False
     )
+    # without a module DKMS built for the booting kernel, nothing loads
     lab_hosts.reboot_inside(host)
     state = json.loads(lab_hosts.run(host, "cat /etc/gpunode-lab/module.json").stdout)
-    assert state == {"loaded": True, "version": "580.159.04", "flavor": "open"}
+    assert state["loaded"] is False
+    lab_hosts.sudo(
+        host,
+        f"mkdir -p /lib/modules/{kernel}/updates/dkms && "
+        f"echo stand-in > /lib/modules/{kernel}/updates/dkms/nvidia.ko",
+    )
+    lab_hosts.reboot_inside(host)
+    state = json.loads(lab_hosts.run(host, "cat /etc/gpunode-lab/module.json").stdout)
+    assert state == {"loaded": True, "version": "580.159.04", "flavor": "open", "kernel": kernel}
     assert lab_hosts.run(host, "cat /sys/module/nvidia/version").stdout == "580.159.04\n"
     nvrm = lab_hosts.run(host, "cat /proc/driver/nvidia/version").stdout
     assert nvrm.startswith("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  ")

@@ -10,9 +10,11 @@ from conftest import FIX, STACK, fresh_facts, host_from, plan_host
 from gpunode.changes import HostPlan
 from gpunode.facts.model import (
     AptSource,
+    DkmsModule,
     FileAttrs,
     HostFacts,
     KernelModule,
+    Kernels,
     OsRelease,
     Package,
 )
@@ -36,11 +38,13 @@ def test_fresh_host_gets_every_role_in_order(host: Host, fresh: HostFacts) -> No
         ("nvidia_repo", "apt_repository"),
         ("nvidia_repo", "apt_repository"),
         ("driver", "module_blacklist"),
+        ("driver", "kernel_headers"),
         ("driver+cuda_toolkit", "apt_packages"),  # one apt transaction for both
         ("cuda_toolkit", "alternatives"),
         ("cudnn+nccl", "apt_packages"),
         ("cuda_env", "template"),
         ("cuda_env", "template"),
+        ("driver", "dkms_built"),  # the module checked for the next boot, before the reboot
         ("driver", "reboot"),
     ]
     cmds = commands(plan)
@@ -66,36 +70,45 @@ def test_fresh_host_gets_every_role_in_order(host: Host, fresh: HostFacts) -> No
         "http://127.0.0.1:8080/cuda/repos/ubuntu2204/x86_64/ /\n"
     )
     assert src.steps[0].stdin == src.after
-    driver = plan.changes[3]
+    headers = plan.changes[3]
+    assert headers.reason == f"no kernel headers for {fresh.kernel}"
+    # apt's lists are refreshed once, before the first install after the repository change
+    assert headers.steps[0].command.endswith("apt-get -q -o DPkg::Lock::Timeout=120 update")
+    assert headers.steps[1].command.endswith("--no-install-recommends install -- $want")
+    assert f"for p in linux-headers-{fresh.kernel}; do" in headers.steps[1].command
+    driver = plan.changes[4]
     assert driver.roles == ("driver", "cuda_toolkit")
     assert driver.reason == (
         "nvidia-open-550 missing; libnvidia-compute-550 missing; cuda-toolkit-12-4 missing"
     )
-    # apt's lists are refreshed once, before the first install after the repository change
-    assert driver.steps[0].command.endswith("apt-get -q -o DPkg::Lock::Timeout=120 update")
-    assert driver.steps[1].command.endswith(
+    assert driver.steps[0].command.endswith(
         "install -- 'nvidia-open-550=550.163.01-*' 'libnvidia-compute-550=550.163.01-*'"
         " cuda-toolkit-12-4"
     )
-    assert driver.steps[2].command == "apt-mark hold -- nvidia-open-550 libnvidia-compute-550"
-    assert len(driver.steps) == 3
+    assert driver.steps[1].command == "apt-mark hold -- nvidia-open-550 libnvidia-compute-550"
+    assert len(driver.steps) == 2
     assert sum("apt-get -q -o DPkg::Lock::Timeout=120 update" in c for c in cmds) == 1
-    # two apt transactions for the packages, one more for the keyring's local .deb
-    assert sum(" install " in c for c in cmds) == 3
-    assert plan.changes[4].commands == [
+    # the headers, two apt transactions for the packages, one for the keyring's local .deb,
+    # and `dkms install` where the module is not built yet
+    assert sum(" install " in c for c in cmds) == 5
+    assert plan.changes[5].commands == [
         "update-alternatives --install /usr/local/cuda cuda /usr/local/cuda-12.4 124",
         "update-alternatives --set cuda /usr/local/cuda-12.4",
     ]
     assert (
         "libcudnn9-cuda-12=9.14.0.64-1 libcudnn9-dev-cuda-12=9.14.0.64-1"
-        in (plan.changes[5].commands[0])
+        in (plan.changes[6].commands[0])
     )
     assert (
-        plan.changes[5]
+        plan.changes[6]
         .commands[0]
         .endswith("libnccl2=2.21.5-1+cuda12.4 libnccl-dev=2.21.5-1+cuda12.4")
     )
-    assert plan.changes[7].commands[-1] == "ldconfig"
+    assert plan.changes[8].commands[-1] == "ldconfig"
+    dkms = plan.changes[-2]
+    assert dkms.commands[0].startswith(
+        f"dkms status -m nvidia -v 550.163.01 -k {fresh.kernel} 2>/dev/null"
+    )
     reboot = plan.changes[-1]
     assert reboot.reboot and reboot.steps == ()
     assert reboot.reason == "driver none loaded, 550.163.01 (open) wanted: reboot needed"
@@ -133,6 +146,7 @@ def converged(host: Host, facts: HostFacts) -> HostFacts:
         for n, (v, h) in pk.items()
     }
     src = "/etc/apt/sources.list.d/cuda-ubuntu2204-x86_64.list"
+    k = facts.kernel
     return facts.model_copy(
         update={
             "packages": packages,
@@ -147,6 +161,10 @@ def converged(host: Host, facts: HostFacts) -> HostFacts:
             ],
             "module": KernelModule(loaded=True, version="550.163.01", flavor="open"),
             "cuda_alternative": "/usr/local/cuda-12.4",
+            "kernels": Kernels(installed=[k], next_boot=k, headers=[k]),
+            "dkms": [
+                DkmsModule(module="nvidia", version="550.163.01", kernel=k, state="installed")
+            ],
         }
     )
 

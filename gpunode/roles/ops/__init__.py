@@ -6,6 +6,7 @@ from gpunode.roles.ops.apt import AptPackages, AptRepository
 from gpunode.roles.ops.base import OpContext, Operation, Probe
 from gpunode.roles.ops.conda import Conda, CondaEnv, Pip
 from gpunode.roles.ops.files import File, LineInFile, ModuleBlacklist, Template
+from gpunode.roles.ops.kernel import DkmsBuilt, KernelHeaders
 from gpunode.roles.ops.system import Alternatives, Command, Reboot, Service
 
 OPERATIONS: dict[str, Operation] = {
@@ -24,6 +25,8 @@ OPERATIONS: dict[str, Operation] = {
         Conda(),
         CondaEnv(),
         Pip(),
+        KernelHeaders(),
+        DkmsBuilt(),
     )
 }
 

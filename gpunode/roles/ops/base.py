@@ -158,6 +158,7 @@ class OpContext:
             apt=apt,
             apt_sources=op.changes_apt_sources,
             long_running=op.long_running,
+            before_reboot=op.before_reboot,
             path=path,
             before=before,
             after=after,
@@ -177,6 +178,8 @@ class Operation:
     """Its changes leave apt's lists stale (Change.apt_sources)."""
     long_running: ClassVar[bool] = False
     """Its changes may stay silent for minutes (Change.long_running)."""
+    before_reboot: ClassVar[bool] = False
+    """Its changes check the others' work: they run last, before the reboot."""
 
     def parse(self, raw: dict[str, Any]) -> Args:
         return self.args_model.model_validate(raw)
