@@ -33,6 +33,7 @@ def test_fresh_host_gets_every_role_in_order(host: Host, fresh: HostFacts) -> No
     plan = plan_host(host, fresh, probes=NO_SYSTEMD)
     assert plan.refused is None
     assert [(c.role, c.op) for c in plan.changes] == [
+        ("unattended_upgrades", "template"),
         ("nvidia_repo", "apt_repository"),
         ("nvidia_repo", "apt_repository"),
         ("driver", "module_blacklist"),
@@ -43,6 +44,10 @@ def test_fresh_host_gets_every_role_in_order(host: Host, fresh: HostFacts) -> No
         ("cuda_env", "template"),
         ("driver", "reboot"),
     ]
+    uu = plan.changes[0]
+    assert uu.path == "/etc/apt/apt.conf.d/51gpunode-unattended-upgrades"
+    assert uu.after is not None and '    "libnvidia-";\n' in uu.after
+    plan = HostPlan(plan.host, plan.changes[1:], notes=plan.notes)
     cmds = commands(plan)
     # one root step: a private directory, the download, apt (which waits for the lock)
     assert cmds[0].startswith("d=$(mktemp -d /tmp/gpunode.XXXXXXXXXX) && trap ")
@@ -303,9 +308,11 @@ def test_real_h200_machine_declared_as_it_is_plans_nothing() -> None:
         .replace('"2.21"', '"2.28"').replace("cuda_env: true", "cuda_env: false")
     )  # fmt: skip
     by_role = {r for c in plan_host(host, facts, probes=NO_SYSTEMD).changes for r in c.roles}
-    assert by_role == {"nvidia_repo"}  # NVIDIA's repository is not configured there
+    # NVIDIA's repository is not configured there, nor the unattended-upgrades blacklist
+    assert by_role == {"nvidia_repo", "unattended_upgrades"}
     unmanaged = host.model_copy(update={"repos": host.repos.model_copy(update={"nvidia": None})})
-    assert not plan_host(unmanaged, facts, probes=NO_SYSTEMD).changes
+    changes = plan_host(unmanaged, facts, probes=NO_SYSTEMD).changes
+    assert [c.role for c in changes] == ["unattended_upgrades"]
     # ...and declaring another stack on the same facts plans the changes it needs
     other = host_from(
         STACK.replace('branch: "550"', 'branch: "570"').replace('"12.4"', '"12.8"')
@@ -371,7 +378,7 @@ def test_secure_boot_with_the_wanted_module_already_loaded_is_fine(host: Host) -
 def test_inventory_values_reach_the_shell_quoted(fresh: HostFacts) -> None:
     evil = "http://127.0.0.1:8080/x$(id);reboot"  # a space would be refused: not a URL
     host = host_from(STACK.replace("http://127.0.0.1:8080/cuda/repos", evil))
-    cmd = plan_host(host, fresh, probes=NO_SYSTEMD).changes[0].commands[0]
+    cmd = plan_host(host, fresh, probes=NO_SYSTEMD, tags={"nvidia_repo"}).changes[0].commands[0]
     argv = shlex.split(cmd)
     assert f"{evil}/ubuntu2204/x86_64/cuda-keyring_1.1-1_all.deb" in argv  # one word
 
