@@ -24,10 +24,12 @@ if TYPE_CHECKING:
 @opt.apply_options
 @opt.verbose_option
 @opt.become_pass_option
+@opt.allow_change_held_option
 def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...],
           forks: int | None, serial: int | None, max_fail: float | None, check: bool,
           diff: bool, reboot_timeout: float, yes: bool, no_tui: bool, no_smoke: bool,
-          verbose: bool, ask_become_pass: bool) -> None:  # fmt: skip
+          verbose: bool, ask_become_pass: bool,
+          allow_change_held: bool) -> None:  # fmt: skip
     """Converge each host to its declared stack, then run its smoke tests.
 
     Exit status: 0 every host converged, 2 a host failed, 4 a host unreachable,
@@ -51,7 +53,8 @@ def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...
     password = become_password(hosts, ask_become_pass)
     opts = Options(check=check, diff=diff, tags=tags, search=search_path(inventory),
                    smoke=not no_smoke, versions=RepoVersions(),
-                   reboot_timeout=reboot_timeout)  # fmt: skip
+                   reboot_timeout=reboot_timeout,
+                   allow_change_held=allow_change_held)  # fmt: skip
     session = ApplySession(hosts, opts, pacing=Pacing(forks, serial, max_fail),
                            become_password=password)  # fmt: skip
     if not (yes or check) and not _confirm(session):

@@ -10,6 +10,7 @@ import click
 
 from gpunode.cli.common import become_password, load_selected
 from gpunode.cli.options import (
+    allow_change_held_option,
     become_pass_option,
     forks_option,
     inventory_argument,
@@ -32,6 +33,7 @@ from gpunode.exitcodes import ExitCode
 )
 @forks_option
 @become_pass_option
+@allow_change_held_option
 def plan(
     inventory: str,
     limit: str | None,
@@ -40,6 +42,7 @@ def plan(
     detailed_exitcode: bool,
     forks: int | None,
     ask_become_pass: bool,
+    allow_change_held: bool,
 ) -> None:
     """Read every host (one round trip each) and show what `apply` would change.
 
@@ -55,7 +58,12 @@ def plan(
 
     _, hosts = load_selected(inventory, limit)
     password = become_password(hosts, ask_become_pass)
-    opts = Options(tags=tags, search=search_path(inventory), versions=RepoVersions())
+    opts = Options(
+        tags=tags,
+        search=search_path(inventory),
+        versions=RepoVersions(),
+        allow_change_held=allow_change_held,
+    )
     outcomes = plan_hosts(hosts, opts, forks=forks, become_password=password)
     refused: list[str] = []
     unreachable: list[str] = []

@@ -68,6 +68,8 @@ class Options:
     extra_files: tuple[str, ...] = field(default=())
     versions: RepoVersions | None = None
     """Reads the repository index a host uses when its specs need one (shared by hosts)."""
+    allow_change_held: bool = False
+    """A change may move a package whose hold the admin set (--allow-change-held)."""
 
 
 class HostRun:
@@ -138,6 +140,7 @@ class HostRun:
             tags=self.opts.tags,
             search=self.opts.search,
             catalog=catalog,
+            allow_change_held=self.opts.allow_change_held,
         )
 
     def _host_catalog(self, names: tuple[str, ...], facts: HostFacts, nvidia: str) -> Catalog:

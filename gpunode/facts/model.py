@@ -145,6 +145,8 @@ class HostFacts(_Fact):
     """sha256 of files gpunode manages (profile.d, ld.so.conf.d, sources), for idempotence."""
     file_attrs: dict[str, FileAttrs] = Field(default_factory=dict)
     """Mode and owner of those files that exist."""
+    gpunode_holds: list[str] = Field(default_factory=list)
+    """Packages gpunode held itself (/var/lib/gpunode/holds); other holds are the admin's."""
     errors: list[str] = Field(default_factory=list)
     """Sections the parser could not read, with why; never fatal."""
     gather_seconds: float = 0.0

@@ -357,6 +357,7 @@ def parse_facts(text: str) -> HostFacts:
         "dpkg-lock": _dpkg_lock,
         "dpkg-audit": lambda facts, t: setattr(facts, "dpkg_interrupted", bool(t.strip())),
         "files": _files,
+        "gpunode-holds": _gpunode_holds,
     }
     combined: dict[str, Callable[[HostFacts, dict[str, str]], None]] = {
         "pci": _pci,
@@ -378,3 +379,9 @@ def parse_facts(text: str) -> HostFacts:
         except Exception as exc:
             f.errors.append(f"{name}: {type(exc).__name__}: {exc}")
     return f
+
+
+def _gpunode_holds(facts: HostFacts, text: str) -> None:
+    """/var/lib/gpunode/holds: one package name a line; anything else is not a name."""
+    names = (line.strip() for line in text.splitlines())
+    facts.gpunode_holds = sorted({n for n in names if re.fullmatch(r"[a-z0-9][a-z0-9+.-]+", n)})

@@ -148,4 +148,8 @@ printf '%s\n' "$files" | while IFS= read -r f; do
     printf 'absent\t%s\n' "$f"
   fi
 done
+# --- holds: which holds gpunode set itself (the rest are the admin's) ---
+section gpunode-holds
+[ -r /var/lib/gpunode/holds ] && cat /var/lib/gpunode/holds
+# --- end holds ---
 section end

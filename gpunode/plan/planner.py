@@ -102,9 +102,11 @@ def plan_host(
     tags: Collection[str] | None = None,
     search: tuple[Path, ...] | None = None,
     catalog: CatalogFor | None = None,
+    allow_change_held: bool = False,
 ) -> HostPlan:
     """`catalog` reads the host's repository index, when a spec is not satisfied by what
-    the host has installed (gpunode.resolve)."""
+    the host has installed (gpunode.resolve). `allow_change_held`: a change may move a
+    package the admin held (else the host is refused, naming it)."""
     why = refusal(host, facts)
     if why:
         return HostPlan(host.name, refused=why)
@@ -134,6 +136,7 @@ def plan_host(
                 on_change=st.task.on_change,
                 probes=probes or {},
                 notes=notes,
+                allow_change_held=allow_change_held,
             )
             try:
                 changes += st.op.plan(st.args, ctx)

@@ -60,6 +60,13 @@ def test_cudnn_9_10_with_9_14_installed_is_not_a_match() -> None:
     nvidia = "{nvidia: https://developer.download.nvidia.com/compute/cuda/repos}"
     host = host_from(inventory(nvidia, TK, 'cudnn: "9.12"'), "gpu-local")
     plan = plan_host(host, FACTS, probes={"systemd": False}, catalog=catalog)
+    # the machine's image held libcudnn9-cuda-13, not gpunode: a downgrade needs the flag
+    assert plan.refused is not None
+    assert "libcudnn9-cuda-13 held by the admin" in plan.refused
+    assert "--allow-change-held" in plan.refused
+    plan = plan_host(
+        host, FACTS, probes={"systemd": False}, catalog=catalog, allow_change_held=True
+    )
     assert plan.refused is None
     cmds = " ".join(s.command for c in plan.changes for s in c.steps)
     assert "libcudnn9-cuda-13=9.12.0.46-1" in cmds

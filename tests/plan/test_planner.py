@@ -83,7 +83,12 @@ def test_fresh_host_gets_every_role_in_order(host: Host, fresh: HostFacts) -> No
         " cuda-toolkit-12-4"
     )
     assert driver.steps[2].command == "apt-mark hold -- nvidia-open-550 libnvidia-compute-550"
-    assert len(driver.steps) == 3
+    # ...and recorded as gpunode's own holds
+    assert driver.steps[3].command.endswith(
+        '/var/lib/gpunode/holds || { rm -f -- "$tmp"; false; }; }'
+    )
+    assert driver.steps[3].stdin == "nvidia-open-550\nlibnvidia-compute-550\n"
+    assert len(driver.steps) == 4
     assert sum("apt-get -q -o DPkg::Lock::Timeout=120 update" in c for c in cmds) == 1
     # two apt transactions for the packages, one more for the keyring's local .deb
     assert sum(" install " in c for c in cmds) == 3
@@ -141,6 +146,7 @@ def converged(host: Host, facts: HostFacts) -> HostFacts:
     return facts.model_copy(
         update={
             "packages": packages,
+            "gpunode_holds": sorted(n for n, (_, h) in pk.items() if h),
             "files": files,
             "apt_sources": [
                 AptSource(
@@ -262,7 +268,7 @@ def test_branch_590_uses_unversioned_names(fresh: HostFacts) -> None:
     driver = next(c for c in plan.changes if "driver" in c.roles and c.op == "apt_packages")
     assert (
         "'nvidia-driver-pinning-590=590.48.01-*' 'nvidia-open=590.48.01-*' "
-        "'libnvidia-compute=590.48.01-*'" in driver.commands[-2]  # the newest 590 it has
+        "'libnvidia-compute=590.48.01-*'" in driver.commands[-3]  # the newest 590 it has
     )
 
 
@@ -318,8 +324,16 @@ def test_real_h200_machine_declared_as_it_is_plans_nothing() -> None:
         STACK.replace('branch: "550"', 'branch: "570"').replace('"12.4"', '"12.8"')
         .replace('"2.21"', '"2.26"')
     )  # fmt: skip
+    # the image's holds are the admin's (gpunode recorded none): moving them is refused...
     plan = plan_host(other, facts, probes=NO_SYSTEMD)
+    assert plan.refused is not None and "--allow-change-held" in plan.refused
+    assert "libnccl-dev, libnccl2 held by the admin" in plan.refused
+    # ...unless asked for
+    plan = plan_host(other, facts, probes=NO_SYSTEMD, allow_change_held=True)
     assert plan.needs_reboot
+    assert any(
+        "changes the admin's hold on libnccl-dev, libnccl2" in c.reason for c in plan.changes
+    )
     roles = {r for c in plan.changes for r in c.roles}
     assert {"driver", "cuda_toolkit", "nccl", "cudnn", "cuda_env"} <= roles
 
