@@ -76,6 +76,16 @@ def module_state(root: str) -> dict[str, Any]:
     return {"loaded": True, "version": version, "flavor": flavor or "proprietary"}
 
 
+def initramfs_blacklists(root: str, module: str) -> bool:
+    """Whether the running kernel's initramfs (as the lab's update-initramfs writes it)
+    carries `blacklist MODULE`."""
+    try:
+        with open(f"{root}/boot/initrd.img-{os.uname().release}") as f:
+            return f"blacklist {module}" in f.read().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
 def nvrm_line(version: str, flavor: str) -> str:
     if flavor == "open":
         return (
@@ -121,8 +131,12 @@ def build_root(spec: dict[str, Any]) -> None:
         for key in ("vendor", "device", "class", "label"):
             write(f"{pci}/{dev['slot']}/{key}", dev[key] + "\n", 0o444)
 
-    # The kernel module: the installed driver is loaded at boot.
+    # The kernel module: the installed driver is loaded at boot, unless nouveau (loaded
+    # from the initramfs when the image does not blacklist it) has taken the GPUs.
     state = module_state(m)
+    nouveau = bool(spec.get("nouveau")) and not initramfs_blacklists(m, "nouveau")
+    if nouveau:
+        state["loaded"] = False
     write(f"{m}/etc/gpunode-lab/module.json", json.dumps(state) + "\n")
     mods = f"{m}/sys/module"
     mount("gpunode-lab-modules", mods, "tmpfs", 0, "size=1m,mode=755")
@@ -133,7 +147,7 @@ def build_root(spec: dict[str, Any]) -> None:
         for name in ("nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm"):
             write(f"{mods}/{name}/initstate", "live\n", 0o444)
         write(f"{drv}/nvidia/version", nvrm_line(state["version"], state["flavor"]), 0o444)
-    if spec.get("nouveau"):
+    if nouveau:
         write(f"{mods}/nouveau/initstate", "live\n", 0o444)
 
     # Firmware: an EFI machine whose Secure Boot state is a fault knob.
