@@ -111,8 +111,8 @@ while True:
     time.sleep(3600)
 """
 
-# The lab's initramfs is text: the kernel it is for, when it was built (so a rebuild always
-# changes it, as a real one does) and the `blacklist` lines of modprobe.d it carries. The
+# The lab's initramfs is text: the kernel it is for and the `blacklist` lines of modprobe.d
+# it carries, the same for the same configuration (so runs can be compared file by file). The
 # lab's boot reads it: nouveau loads from the initramfs unless the image blacklists it, as
 # on Ubuntu, where a blacklist written after the image was built has no effect at boot.
 UPDATE_INITRAMFS = (
@@ -149,7 +149,6 @@ for v in $versions; do
     tmp=$(mktemp /boot/.initrd.XXXXXX) || exit 1
     {
         echo "gpunode lab initramfs for $v"
-        echo "built $(date +%s.%N)"
         cat /etc/modprobe.d/*.conf /usr/lib/modprobe.d/*.conf 2>/dev/null \
             | awk '$1 == "blacklist" && $2 ~ /^[A-Za-z0-9_-]+$/ { print "blacklist " $2 }' \
             | sort -u
