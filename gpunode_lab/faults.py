@@ -55,7 +55,8 @@ KNOBS = {
     "dpkg-lock": "another process holds /var/lib/dpkg/lock-frontend",
     "disk-full": "/var/cache/apt/archives is a nearly full 8 MiB filesystem",
     "secure-boot": "Secure Boot is enabled in the firmware",
-    "nouveau": "the nouveau kernel module is loaded",
+    "nouveau": "the nouveau kernel module is loaded (at boot too, and then nvidia is not,"
+    " unless update-initramfs wrote an initramfs that blacklists it)",
     "hold": "apt-mark hold VALUE in the host",
     "bg-upgrade": "a background upgrade bumps the driver's user-space libraries (one-shot)",
     "load": "GPU load pattern VALUE: idle, busy or wave",

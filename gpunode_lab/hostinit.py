@@ -87,6 +87,16 @@ def module_state(root: str, kernel: str) -> dict[str, Any]:
     return {"loaded": True, "version": version, "flavor": flavor or "proprietary", "kernel": kernel}
 
 
+def initramfs_blacklists(root: str, module: str) -> bool:
+    """Whether the running kernel's initramfs (as the lab's update-initramfs writes it)
+    carries `blacklist MODULE`."""
+    try:
+        with open(f"{root}/boot/initrd.img-{os.uname().release}") as f:
+            return f"blacklist {module}" in f.read().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
 def nvrm_line(version: str, flavor: str) -> str:
     if flavor == "open":
         return (
@@ -138,8 +148,13 @@ def build_root(spec: dict[str, Any]) -> None:
     mount(f"{spec['ctl']}/osrelease", f"{m}/proc/sys/kernel/osrelease", None, MS_BIND)
     write(f"{m}/run/gpunode-lab-kernel", kernel + "\n", 0o444)
 
-    # The kernel module: the installed driver is loaded at boot, if built for this kernel.
+    # The kernel module: the installed driver is loaded at boot if built for this kernel,
+    # unless nouveau (loaded from the initramfs when the image does not blacklist it) has
+    # taken the GPUs.
     state = module_state(m, kernel)
+    nouveau = bool(spec.get("nouveau")) and not initramfs_blacklists(m, "nouveau")
+    if nouveau:
+        state["loaded"] = False
     write(f"{m}/etc/gpunode-lab/module.json", json.dumps(state) + "\n")
     mods = f"{m}/sys/module"
     mount("gpunode-lab-modules", mods, "tmpfs", 0, "size=1m,mode=755")
@@ -150,7 +165,7 @@ def build_root(spec: dict[str, Any]) -> None:
         for name in ("nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm"):
             write(f"{mods}/{name}/initstate", "live\n", 0o444)
         write(f"{drv}/nvidia/version", nvrm_line(state["version"], state["flavor"]), 0o444)
-    if spec.get("nouveau"):
+    if nouveau:
         write(f"{mods}/nouveau/initstate", "live\n", 0o444)
 
     # Firmware: an EFI machine whose Secure Boot state is a fault knob.

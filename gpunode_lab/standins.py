@@ -148,6 +148,51 @@ case "$*" in
     *) exec /bin/uname "$@" ;;
 esac
 """
+# The lab's initramfs is text: the kernel it is for and the `blacklist` lines of modprobe.d
+# it carries, the same for the same configuration (so runs can be compared file by file). The
+# lab's boot reads it: nouveau loads from the initramfs unless the image blacklists it, as
+# on Ubuntu, where a blacklist written after the image was built has no effect at boot.
+UPDATE_INITRAMFS = (
+    """\
+#!/bin/sh
+# gpunode lab stand-in for update-initramfs: -c/-u write, -d removes /boot/initrd.img-VERSION.
+"""
+    + _NEED_ROOT.replace("$1", "update-initramfs")
+    + r"""
+mode=; version=
+while [ $# -gt 0 ]; do
+    case "$1" in
+        -c|-u|-d) mode=$1 ;;
+        -k) shift; version=$1 ;;
+        -v|-t) ;;
+        -b) shift ;;
+        *) echo "Usage: update-initramfs {-c|-d|-u} [-k version] [-v] [-b directory]" >&2
+           exit 2 ;;
+    esac
+    shift
+done
+[ -n "$mode" ] || { echo "Usage: update-initramfs {-c|-d|-u} [-k version]" >&2; exit 2; }
+if [ "$version" = all ]; then
+    versions=$(ls /boot | sed -n 's/^initrd\.img-//p')
+else
+    versions=${version:-$(uname -r)}
+fi
+for v in $versions; do
+    img=/boot/initrd.img-$v
+    if [ "$mode" = -d ]; then
+        rm -f "$img"; continue
+    fi
+    echo "update-initramfs: Generating $img"
+    tmp=$(mktemp /boot/.initrd.XXXXXX) || exit 1
+    {
+        echo "gpunode lab initramfs for $v"
+        cat /etc/modprobe.d/*.conf /usr/lib/modprobe.d/*.conf 2>/dev/null \
+            | awk '$1 == "blacklist" && $2 ~ /^[A-Za-z0-9_-]+$/ { print "blacklist " $2 }' \
+            | sort -u
+    } > "$tmp" && chmod 0644 "$tmp" && mv -f "$tmp" "$img" || { rm -f "$tmp"; exit 1; }
+done
+"""
+)
 
 STANDINS: dict[str, str] = {
     "usr/sbin/reboot": REBOOT,
@@ -158,4 +203,5 @@ STANDINS: dict[str, str] = {
     "usr/local/bin/lspci": LSPCI,
     "usr/local/bin/mokutil": MOKUTIL,
     "usr/local/bin/uname": UNAME,
+    "usr/sbin/update-initramfs": UPDATE_INITRAMFS,
 }

@@ -24,11 +24,13 @@ if TYPE_CHECKING:
 @opt.apply_options
 @opt.verbose_option
 @opt.become_pass_option
+@opt.allow_change_held_option
 def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...],
           skip_tags: tuple[str, ...], forks: int | None, serial: int | None,
           max_fail: float | None, check: bool, diff: bool, detailed_exitcode: bool,
           reboot_timeout: float | None, no_reboot: bool, allow_busy: bool, yes: bool,
-          no_tui: bool, no_smoke: bool, verbose: int, ask_become_pass: bool) -> None:  # fmt: skip
+          no_tui: bool, no_smoke: bool, verbose: int, ask_become_pass: bool,
+          allow_change_held: bool) -> None:  # fmt: skip
     """Converge each host to its declared stack, then run its smoke tests.
 
     Exit status: 0 every host converged, 2 a host failed, 3 a host unreachable,
@@ -65,7 +67,7 @@ def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...
                    search=search_path(inventory),
                    smoke=not no_smoke, versions=RepoVersions(),
                    reboot_timeout=reboot_timeout, no_reboot=no_reboot,
-                   allow_busy=allow_busy)  # fmt: skip
+                   allow_busy=allow_busy, allow_change_held=allow_change_held)  # fmt: skip
     session = ApplySession(hosts, opts, pacing=Pacing(forks, serial, max_fail),
                            become_password=password)  # fmt: skip
     if not (yes or check) and not _confirm(session):

@@ -136,3 +136,12 @@ def apply_options(fn: F) -> F:
     for decorate in reversed(decorators):
         fn = decorate(fn)
     return fn
+
+
+def allow_change_held_option(fn: F) -> F:
+    return click.option(
+        "--allow-change-held",
+        is_flag=True,
+        help="Let a change move a package the admin held (a hold gpunode did not set);"
+        " without it such a host is refused.",
+    )(fn)

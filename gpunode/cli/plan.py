@@ -10,6 +10,7 @@ import click
 from gpunode.cli.common import become_password, check_tags, load_selected
 from gpunode.cli.options import (
     allow_busy_option,
+    allow_change_held_option,
     become_pass_option,
     forks_option,
     inventory_argument,
@@ -36,6 +37,7 @@ from gpunode.exitcodes import exit_code_for
 @forks_option
 @allow_busy_option
 @become_pass_option
+@allow_change_held_option
 def plan(
     inventory: str,
     limit: str | None,
@@ -47,6 +49,7 @@ def plan(
     forks: int | None,
     allow_busy: bool,
     ask_become_pass: bool,
+    allow_change_held: bool,
 ) -> None:
     """Read every host (one round trip each) and show what `apply` would change.
 
@@ -69,7 +72,8 @@ def plan(
     check_tags(hosts, inventory, tags, skip_tags)
     password = become_password(hosts, ask_become_pass)
     opts = Options(tags=tags, skip_tags=skip_tags, search=search_path(inventory),
-                   versions=RepoVersions(), allow_busy=allow_busy)  # fmt: skip
+                   versions=RepoVersions(), allow_busy=allow_busy,
+                   allow_change_held=allow_change_held)  # fmt: skip
     outcomes = plan_hosts(hosts, opts, forks=forks, become_password=password)
     statuses: dict[str, str] = {}
     doc: dict[str, Any] = {}

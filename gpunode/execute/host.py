@@ -78,6 +78,8 @@ class Options:
     extra_files: tuple[str, ...] = field(default=())
     versions: RepoVersions | None = None
     """Reads the repository index a host uses when its specs need one (shared by hosts)."""
+    allow_change_held: bool = False
+    """A change may move a package whose hold the admin set (--allow-change-held)."""
 
 
 class HostRun:
@@ -153,6 +155,7 @@ class HostRun:
             catalog=catalog,
             skip_tags=self.opts.skip_tags,
             allow_busy=self.opts.allow_busy,
+            allow_change_held=self.opts.allow_change_held,
         )
 
     def _host_catalog(self, names: tuple[str, ...], facts: HostFacts, nvidia: str) -> Catalog:

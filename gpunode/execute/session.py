@@ -80,6 +80,7 @@ class ApplySession:
             "serial": p.serial,
             "max_fail": p.max_fail,
             "reboot_timeout": o.reboot_timeout,
+            "allow_change_held": o.allow_change_held,
         }
         self.record = Record("apply", inventory, options)
         self.record.data["hosts"] = {h.name: {"status": "waiting"} for h in self.hosts}

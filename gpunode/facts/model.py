@@ -185,6 +185,8 @@ class HostFacts(_Fact):
     kernels: Kernels = Field(default_factory=Kernels)
     dkms: list[DkmsModule] = Field(default_factory=list)
     """`dkms status`, line by line (empty without dkms)."""
+    gpunode_holds: list[str] = Field(default_factory=list)
+    """Packages gpunode held itself (/var/lib/gpunode/holds); other holds are the admin's."""
     errors: list[str] = Field(default_factory=list)
     """Sections the parser could not read, with why; never fatal."""
     gather_seconds: float = 0.0

@@ -423,6 +423,7 @@ def parse_facts(text: str) -> HostFacts:
         "gpu-procs": _gpu_procs,
         "kernels": _kernels,
         "dkms": lambda facts, t: setattr(facts, "dkms", parse_dkms_status(t)),
+        "gpunode-holds": _gpunode_holds,
     }
     combined: dict[str, Callable[[HostFacts, dict[str, str]], None]] = {
         "pci": _pci,
@@ -444,3 +445,9 @@ def parse_facts(text: str) -> HostFacts:
         except Exception as exc:
             f.errors.append(f"{name}: {type(exc).__name__}: {exc}")
     return f
+
+
+def _gpunode_holds(facts: HostFacts, text: str) -> None:
+    """/var/lib/gpunode/holds: one package name a line; anything else is not a name."""
+    names = (line.strip() for line in text.splitlines())
+    facts.gpunode_holds = sorted({n for n in names if re.fullmatch(r"[a-z0-9][a-z0-9+.-]+", n)})

@@ -175,4 +175,8 @@ done
 section dkms
 have dkms && dkms status 2>/dev/null
 # --- end of kernels and DKMS ---
+# --- holds: which holds gpunode set itself (the rest are the admin's) ---
+section gpunode-holds
+[ -r /var/lib/gpunode/holds ] && cat /var/lib/gpunode/holds
+# --- end holds ---
 section end

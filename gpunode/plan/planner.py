@@ -106,11 +106,14 @@ def plan_host(
     catalog: CatalogFor | None = None,
     skip_tags: Collection[str] | None = None,
     allow_busy: bool = False,
+    allow_change_held: bool = False,
 ) -> HostPlan:
     """`catalog` reads the host's repository index, when a spec is not satisfied by what
     the host has installed (gpunode.resolve). `tags`: keep only changes with one of these;
     `skip_tags`: drop changes with any of these. A plan that disrupts the GPUs (`disrupts`)
-    is refused while processes use them, unless `allow_busy`, and carries the host's hooks."""
+    is refused while processes use them, unless `allow_busy`, and carries the host's hooks.
+    `allow_change_held`: a change may move a package the admin held (else the host is
+    refused, naming it)."""
     why = refusal(host, facts)
     if why:
         return HostPlan(host.name, refused=why)
@@ -140,6 +143,7 @@ def plan_host(
                 on_change=st.task.on_change,
                 probes=probes or {},
                 notes=notes,
+                allow_change_held=allow_change_held,
             )
             try:
                 changes += st.op.plan(st.args, ctx)

@@ -30,6 +30,9 @@ def builtin_roles(host: Host) -> list[str]:
     """The built-in roles a stack asks for, in the order they must run."""
     s = host.stack
     names = []
+    if s.driver or s.cuda or s.cudnn or s.nccl:
+        # first: no unattended upgrade moves the stack while it is being installed
+        names.append("unattended_upgrades")
     if host.repos.nvidia and (s.driver or s.cuda or s.cudnn or s.nccl):
         names.append("nvidia_repo")
     if s.driver:

@@ -67,7 +67,7 @@ def test_fresh_host_gets_headers_and_a_built_module_then_one_reboot(
     before = boots(lab, host)
 
     code, evs = apply(lab, inv, "--limit", host)
-    assert code == 0, [e["message"] for e in of(evs, "HostFinished")]
+    assert code == 0, [e["message"] for e in of(evs, "host-finished")]
     pk = packages(inv, host)
     assert f"linux-headers-{kernel}" in pk and "nvidia-open-580" in pk
     version = release(inv, host)
@@ -76,7 +76,7 @@ def test_fresh_host_gets_headers_and_a_built_module_then_one_reboot(
     assert loaded(inv, host) == version
 
     code, evs = apply(lab, inv, "--limit", host)  # converged: nothing left to do
-    assert code == 0 and of(evs, "ChangeFinished") == [] and boots(lab, host) == before + 1
+    assert code == 0 and of(evs, "change-finished") == [] and boots(lab, host) == before + 1
 
 
 def test_newer_kernel_gets_its_headers_and_the_module_before_the_reboot(
@@ -94,13 +94,13 @@ def test_newer_kernel_gets_its_headers_and_the_module_before_the_reboot(
     before = boots(lab, host)
 
     code, evs = apply(lab, inv, "--limit", host)
-    assert code == 0, [e["message"] for e in of(evs, "HostFinished")]
+    assert code == 0, [e["message"] for e in of(evs, "host-finished")]
     pk = packages(inv, host)
     assert {f"linux-headers-{running}", f"linux-headers-{nxt}"} <= set(pk)
     # the module was checked for the new kernel, and it was there, before the reboot
     names = [(e["event"], e.get("title")) for e in evs]
-    checked = names.index(("ChangeFinished", DKMS_TASK))
-    assert checked < names.index(("RebootStarted", None))
+    checked = names.index(("change-finished", DKMS_TASK))
+    assert checked < names.index(("reboot-started", None))
     version = release(inv, host)
     assert built_for(inv, host, version, nxt) and built_for(inv, host, version, running)
     assert boots(lab, host) == before + 1
@@ -120,20 +120,20 @@ def test_no_headers_for_the_next_kernel_stops_before_the_reboot(lab: Lab, tmp_pa
 
     code, evs = apply(lab, inv, "--limit", host)
     assert code != 0
-    (done,) = of(evs, "HostFinished", host)
+    (done,) = of(evs, "host-finished", host)
     assert done["status"] == "failed"
     message = done["message"]
     assert DKMS_TASK in message
     assert f"/var/lib/dkms/nvidia/{release(inv, host)}/build/make.log" in message
     assert f"Kernel headers for kernel {nxt} cannot be found" in message  # make.log's text
-    assert of(evs, "RebootStarted") == [] and boots(lab, host) == before
+    assert of(evs, "reboot-started") == [] and boots(lab, host) == before
     assert on_host(inv, host, "uname -r").strip() == running
     assert on_host(inv, host, "dpkg --audit").strip() == ""
     assert f"linux-headers-{nxt}" not in packages(inv, host)
 
     knob(lab, host, "no-headers", off=True)
     code, evs = apply(lab, inv, "--limit", host)
-    assert code == 0, [e["message"] for e in of(evs, "HostFinished")]
+    assert code == 0, [e["message"] for e in of(evs, "host-finished")]
     version = release(inv, host)
     assert f"linux-headers-{nxt}" in packages(inv, host)
     assert built_for(inv, host, version, nxt)

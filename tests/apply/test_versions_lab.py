@@ -56,7 +56,8 @@ def test_an_installed_release_of_the_branch_is_kept_and_a_pin_moves_it(
     assert pk["nvidia-open-550"][0].startswith("550.127.05-")  # kept, not "upgraded"
 
     pin = lab.inventory(tmp_path / "pin", **{**NO_STACK, "driver": {"version": "550.163.01"}})
-    code, evs = apply(lab, pin, "--limit", "lab-02")
+    # `lab install --hold` held the older release as an admin would: moving it takes the flag
+    code, evs = apply(lab, pin, "--limit", "lab-02", "--allow-change-held")
     assert code == 0, [(e["host"], e["message"]) for e in of(evs, "host-finished")]
     assert len(of(evs, "reboot-started", "lab-02")) == 1
     assert lab.boot_id("lab-02") != boots

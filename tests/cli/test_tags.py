@@ -53,12 +53,14 @@ def test_list_tags_prints_each_roles_tags(inv: Path) -> None:
     out = gpunode("plan", str(inv), "--list-tags")
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == [
+        "unattended_upgrades: unattended_upgrades",
         "nvidia_repo: nvidia_repo",
         "driver: driver",
         "probe: probe, slow, net",
     ]
     only_b = gpunode("plan", str(inv), "--list-tags", "--limit", "b", "--json")
     assert json.loads(only_b.stdout)["roles"] == {
+        "unattended_upgrades": ["unattended_upgrades"],
         "nvidia_repo": ["nvidia_repo"],
         "driver": ["driver"],
     }
@@ -69,7 +71,7 @@ def test_an_unknown_tag_is_a_usage_error_listing_the_valid_ones(inv: Path, optio
     for command in ("plan", "apply --yes"):
         out = gpunode(*command.split(), str(inv), option, "net,slwo")
         assert out.returncode == 5, (command, out.stderr)
-        offered = "nvidia_repo, driver, probe, slow, net"
+        offered = "unattended_upgrades, nvidia_repo, driver, probe, slow, net"
         assert f"unknown tag slwo: the selected hosts' roles offer {offered}" in out.stderr
         assert "unreachable" not in out.stdout + out.stderr  # refused before any host
 
@@ -77,4 +79,7 @@ def test_an_unknown_tag_is_a_usage_error_listing_the_valid_ones(inv: Path, optio
 def test_tags_of_unselected_hosts_are_unknown(inv: Path) -> None:
     out = gpunode("plan", str(inv), "--limit", "b", "--tags", "net")
     assert out.returncode == 5
-    assert "unknown tag net: the selected hosts' roles offer nvidia_repo, driver (" in out.stderr
+    assert (
+        "unknown tag net: the selected hosts' roles offer"
+        " unattended_upgrades, nvidia_repo, driver (" in out.stderr
+    )

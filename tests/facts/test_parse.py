@@ -139,6 +139,12 @@ def test_secure_boot_from_efivars_and_no_efi() -> None:
     assert (on.secure_boot, off.secure_boot, none.secure_boot) == (True, False, None)
 
 
+def test_gpunode_holds_are_names_from_its_state_file() -> None:
+    text = "### gpunode-holds\nnvidia-open-550\n\nlibnccl2\n-oX=1\nnvidia-open-550\n### end\n"
+    assert parse_facts(text).gpunode_holds == ["libnccl2", "nvidia-open-550"]
+    assert parse_facts("### gpunode-holds\n### end\n").gpunode_holds == []
+
+
 def test_a_broken_section_is_an_error_not_a_crash() -> None:
     text = SYNTH.replace("/dev/sda1   100000000000", "/dev/sda1   lots")
     text = text.replace("### end\n", "")

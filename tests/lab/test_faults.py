@@ -159,3 +159,26 @@ def test_status_lists_faults(lab_hosts, lab_fresh_host):
         env={**__import__("os").environ, "GPUNODE_LAB_DIR": str(lab_hosts.state_dir)},
     ).stdout
     assert any(line.startswith(host) and "nouveau" in line for line in text.splitlines())
+
+
+def test_nouveau_stays_out_only_when_the_initramfs_blacklists_it(lab_hosts, lab_fresh_host):
+    """As on Ubuntu, nouveau loads from the initramfs: a modprobe.d blacklist alone does not
+    keep it out at the next boot; one that update-initramfs put into the image does."""
+    host = lab_fresh_host
+    initrd = '"/boot/initrd.img-$(uname -r)"'
+    lab_hosts.fault(host, "nouveau")
+    try:
+        refused = lab_hosts.run(host, "/usr/sbin/update-initramfs -u", check=False)
+        assert refused.returncode != 0 and "Access denied" in refused.stderr
+        lab_hosts.sudo(host, "echo 'blacklist nouveau' > /etc/modprobe.d/site-nouveau.conf")
+        lab_hosts.reboot(host)
+        assert lab_hosts.run(host, "test -d /sys/module/nouveau", check=False).returncode == 0
+        before = lab_hosts.run(host, f"sha256sum < {initrd}").stdout
+        out = lab_hosts.sudo(host, "update-initramfs -u").stdout
+        assert out.startswith("update-initramfs: Generating /boot/initrd.img-")
+        assert lab_hosts.run(host, f"sha256sum < {initrd}").stdout != before
+        assert "blacklist nouveau\n" in lab_hosts.run(host, f"cat {initrd}").stdout
+        lab_hosts.reboot(host)
+        assert lab_hosts.run(host, "test -d /sys/module/nouveau", check=False).returncode == 1
+    finally:
+        lab_hosts.fault(host, "nouveau", off=True)

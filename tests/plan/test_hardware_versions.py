@@ -27,13 +27,15 @@ def inventory(repos: str, *stack: str) -> str:
 
 UNMANAGED = "{nvidia: null}"
 TK = 'cuda: {toolkits: ["13.0"]}'
+UU_BLACKLIST = "/etc/apt/apt.conf.d/51gpunode-unattended-upgrades"
 
 
 def untouched() -> Catalog:
     raise AssertionError("a converged host needs no index")
 
 
-def test_the_machine_as_it_is_needs_no_index_and_nothing_changes() -> None:
+def test_the_machine_as_it_is_needs_no_index_and_only_the_upgrade_blacklist() -> None:
+    """The capture predates gpunode's unattended-upgrades blacklist: that file alone is new."""
     for stack in (
         ('driver: {branch: "580", flavor: open}', TK, 'cudnn: "9"', 'nccl: "2.28"'),
         ('driver: {version: "580.159.04", flavor: open}', TK, 'cudnn: "9.14.0.64-1"',
@@ -41,7 +43,8 @@ def test_the_machine_as_it_is_needs_no_index_and_nothing_changes() -> None:
     ):  # fmt: skip
         host = host_from(inventory(UNMANAGED, *stack), "gpu-local")
         plan = plan_host(host, FACTS, probes={"systemd": False}, catalog=untouched)
-        assert plan.refused is None and plan.changes == (), plan
+        assert plan.refused is None, plan
+        assert [c.path for c in plan.changes] == [UU_BLACKLIST], plan
     # the same answer the real machine gave
     assert (HERE / "plans.txt").read_text().count("gpu-local: nothing to do") == 2
 
@@ -57,6 +60,13 @@ def test_cudnn_9_10_with_9_14_installed_is_not_a_match() -> None:
     nvidia = "{nvidia: https://developer.download.nvidia.com/compute/cuda/repos}"
     host = host_from(inventory(nvidia, TK, 'cudnn: "9.12"'), "gpu-local")
     plan = plan_host(host, FACTS, probes={"systemd": False}, catalog=catalog)
+    # the machine's image held libcudnn9-cuda-13, not gpunode: a downgrade needs the flag
+    assert plan.refused is not None
+    assert "libcudnn9-cuda-13 held by the admin" in plan.refused
+    assert "--allow-change-held" in plan.refused
+    plan = plan_host(
+        host, FACTS, probes={"systemd": False}, catalog=catalog, allow_change_held=True
+    )
     assert plan.refused is None
     cmds = " ".join(s.command for c in plan.changes for s in c.steps)
     assert "libcudnn9-cuda-13=9.12.0.46-1" in cmds

@@ -157,12 +157,14 @@ def test_a_bad_value_refuses_the_host_naming_the_task(
 
 def test_package_lists_follow_a_double_dash(host: Host, fresh: HostFacts) -> None:
     # on 570 with 550 held: an unhold, one joined install with removals, holds
+    names = ["nvidia-open-550", "libnvidia-compute-550"]
     old = fresh.model_copy(
         update={
             "packages": {
                 n: Package(name=n, version="550.163.01-1", status="hold ok installed")
-                for n in ("nvidia-open-550", "libnvidia-compute-550")
-            }
+                for n in names
+            },
+            "gpunode_holds": names,  # gpunode held them
         }
     )
     moved = host_from(STACK.replace('branch: "550"', 'branch: "570"').replace("12.4", "12.8")
@@ -190,8 +192,9 @@ def test_a_held_package_name_read_from_the_host_is_checked_too(
         tmp_path, "- name: htop\n  op: apt_packages\n  packages: [htop]\n  replace_held: '.*'\n"
     )
     held = {n: Package(name=n, version="1", status="hold ok installed") for n in ("mc", "-oX=1")}
-    plan = plan_host(host, fresh.model_copy(update={"packages": held}), search=search)
+    ours = {"gpunode_holds": ["mc"]}
+    plan = plan_host(host, fresh.model_copy(update={"packages": held, **ours}), search=search)
     assert plan.refused == f"{tasks}:1:3: held package '-oX=1' is not a Debian package name"
     held.pop("-oX=1")
-    plan = plan_host(host, fresh.model_copy(update={"packages": held}), search=search)
+    plan = plan_host(host, fresh.model_copy(update={"packages": held, **ours}), search=search)
     assert plan.changes[0].commands[1] == "apt-mark unhold -- mc"

@@ -35,6 +35,7 @@ def test_fresh_host_gets_every_role_in_order(host: Host, fresh: HostFacts) -> No
     plan = plan_host(host, fresh, probes=NO_SYSTEMD)
     assert plan.refused is None
     assert [(c.role, c.op) for c in plan.changes] == [
+        ("unattended_upgrades", "template"),
         ("nvidia_repo", "apt_repository"),
         ("nvidia_repo", "apt_repository"),
         ("driver", "module_blacklist"),
@@ -47,6 +48,10 @@ def test_fresh_host_gets_every_role_in_order(host: Host, fresh: HostFacts) -> No
         ("driver", "dkms_built"),  # the module checked for the next boot, before the reboot
         ("driver", "reboot"),
     ]
+    uu = plan.changes[0]
+    assert uu.path == "/etc/apt/apt.conf.d/51gpunode-unattended-upgrades"
+    assert uu.after is not None and '    "libnvidia-";\n' in uu.after
+    plan = HostPlan(plan.host, plan.changes[1:], notes=plan.notes)
     cmds = commands(plan)
     # one root step: a private directory, the download, apt (which waits for the lock)
     assert cmds[0].startswith("d=$(mktemp -d /tmp/gpunode.XXXXXXXXXX) && trap ")
@@ -86,7 +91,12 @@ def test_fresh_host_gets_every_role_in_order(host: Host, fresh: HostFacts) -> No
         " cuda-toolkit-12-4"
     )
     assert driver.steps[1].command == "apt-mark hold -- nvidia-open-550 libnvidia-compute-550"
-    assert len(driver.steps) == 2
+    # ...and recorded as gpunode's own holds
+    assert driver.steps[2].command.endswith(
+        '/var/lib/gpunode/holds || { rm -f -- "$tmp"; false; }; }'
+    )
+    assert driver.steps[2].stdin == "nvidia-open-550\nlibnvidia-compute-550\n"
+    assert len(driver.steps) == 3
     assert sum("apt-get -q -o DPkg::Lock::Timeout=120 update" in c for c in cmds) == 1
     # the headers, two apt transactions for the packages, one for the keyring's local .deb,
     # and `dkms install` where the module is not built yet
@@ -150,6 +160,7 @@ def converged(host: Host, facts: HostFacts) -> HostFacts:
     return facts.model_copy(
         update={
             "packages": packages,
+            "gpunode_holds": sorted(n for n, (_, h) in pk.items() if h),
             "files": files,
             "apt_sources": [
                 AptSource(
@@ -275,7 +286,7 @@ def test_branch_590_uses_unversioned_names(fresh: HostFacts) -> None:
     driver = next(c for c in plan.changes if "driver" in c.roles and c.op == "apt_packages")
     assert (
         "'nvidia-driver-pinning-590=590.48.01-*' 'nvidia-open=590.48.01-*' "
-        "'libnvidia-compute=590.48.01-*'" in driver.commands[-2]  # the newest 590 it has
+        "'libnvidia-compute=590.48.01-*'" in driver.commands[-3]  # the newest 590 it has
     )
 
 
@@ -321,16 +332,26 @@ def test_real_h200_machine_declared_as_it_is_plans_nothing() -> None:
         .replace('"2.21"', '"2.28"').replace("cuda_env: true", "cuda_env: false")
     )  # fmt: skip
     by_role = {r for c in plan_host(host, facts, probes=NO_SYSTEMD).changes for r in c.roles}
-    assert by_role == {"nvidia_repo"}  # NVIDIA's repository is not configured there
+    # NVIDIA's repository is not configured there, nor the unattended-upgrades blacklist
+    assert by_role == {"nvidia_repo", "unattended_upgrades"}
     unmanaged = host.model_copy(update={"repos": host.repos.model_copy(update={"nvidia": None})})
-    assert not plan_host(unmanaged, facts, probes=NO_SYSTEMD).changes
+    changes = plan_host(unmanaged, facts, probes=NO_SYSTEMD).changes
+    assert [c.role for c in changes] == ["unattended_upgrades"]
     # ...and declaring another stack on the same facts plans the changes it needs
     other = host_from(
         STACK.replace('branch: "550"', 'branch: "570"').replace('"12.4"', '"12.8"')
         .replace('"2.21"', '"2.26"')
     )  # fmt: skip
+    # the image's holds are the admin's (gpunode recorded none): moving them is refused...
     plan = plan_host(other, facts, probes=NO_SYSTEMD)
+    assert plan.refused is not None and "--allow-change-held" in plan.refused
+    assert "libnccl-dev, libnccl2 held by the admin" in plan.refused
+    # ...unless asked for
+    plan = plan_host(other, facts, probes=NO_SYSTEMD, allow_change_held=True)
     assert plan.needs_reboot
+    assert any(
+        "changes the admin's hold on libnccl-dev, libnccl2" in c.reason for c in plan.changes
+    )
     roles = {r for c in plan.changes for r in c.roles}
     assert {"driver", "cuda_toolkit", "nccl", "cudnn", "cuda_env"} <= roles
 
@@ -389,7 +410,7 @@ def test_secure_boot_with_the_wanted_module_already_loaded_is_fine(host: Host) -
 def test_inventory_values_reach_the_shell_quoted(fresh: HostFacts) -> None:
     evil = "http://127.0.0.1:8080/x$(id);reboot"  # a space would be refused: not a URL
     host = host_from(STACK.replace("http://127.0.0.1:8080/cuda/repos", evil))
-    cmd = plan_host(host, fresh, probes=NO_SYSTEMD).changes[0].commands[0]
+    cmd = plan_host(host, fresh, probes=NO_SYSTEMD, tags={"nvidia_repo"}).changes[0].commands[0]
     argv = shlex.split(cmd)
     assert f"{evil}/ubuntu2204/x86_64/cuda-keyring_1.1-1_all.deb" in argv  # one word
 

@@ -21,12 +21,14 @@ def stack(**swap: str) -> str:
 
 
 def with_packages(facts: HostFacts, **versions: str) -> HostFacts:
+    """Held by gpunode (recorded in its holds file), as a host it converged."""
     pk = dict(facts.packages)
     for name, version in versions.items():
         pk[name.replace("_", "-")] = Package(
             name=name.replace("_", "-"), version=version, status="hold ok installed"
         )
-    return facts.model_copy(update={"packages": pk})
+    ours = sorted({*facts.gpunode_holds, *(n.replace("_", "-") for n in versions)})
+    return facts.model_copy(update={"packages": pk, "gpunode_holds": ours})
 
 
 def driver_550(release: str) -> HostFacts:

@@ -307,6 +307,11 @@ class AptPackages(Operation):
     packages matching `replace_held` are unheld and removed in the same transaction. A
     host with every package at its version, and held where asked, yields nothing.
 
+    The holds it sets are recorded in /var/lib/gpunode/holds (and forgotten when it unholds
+    them). A held package the change must install at another version or remove, and whose
+    hold is not recorded there, is the admin's: the host is refused, naming it, unless
+    `--allow-change-held` is given, and then the change's reason says whose hold it moves.
+
     ```yaml
     - name: cuDNN 9
       op: apt_packages
@@ -356,6 +361,7 @@ class AptPackages(Operation):
         odd = [n for n in stale if not re.fullmatch(DEB_NAME, n)]
         if odd:  # dpkg's own names always fit; these came from somewhere else
             raise ValueError(f"held package {odd[0]!r} is not a Debian package name")
+        admins = _admin_holds([p.name for p in install] + stale, ctx)
         steps: list[str | Step] = []
         if stale:
             steps.append("apt-mark unhold -- " + " ".join(q(n) for n in stale))
@@ -366,8 +372,55 @@ class AptPackages(Operation):
             steps.append(install_step(ctx.apt_lock_timeout, targets))
         if unheld:
             steps.append("apt-mark hold -- " + " ".join(q(n) for n in unheld))
+        if unheld or stale:
+            steps.append(record_holds_step(unheld, stale))
+        if admins:
+            missing.append(f"changes the admin's hold on {', '.join(admins)}")
         reason = "; ".join(missing) if missing else f"{', '.join(unheld)} not held"
         return [ctx.change(self, reason, steps, apt=bool(install or stale))]
+
+
+def _admin_holds(changed: list[str], ctx: OpContext) -> list[str]:
+    """Held packages among those the change installs, upgrades or removes that gpunode did
+    not hold itself: the admin's. Changing one needs --allow-change-held; without it the
+    host is refused, naming them."""
+    facts = ctx.facts
+    admins = sorted(
+        n
+        for n in set(changed)
+        if (p := facts.packages.get(n)) is not None
+        and p.held
+        and p.installed
+        and n not in facts.gpunode_holds
+    )
+    if admins and not ctx.allow_change_held:
+        s = "s" * (len(admins) > 1)
+        raise ValueError(
+            f"{', '.join(admins)} held by the admin (a hold gpunode did not set), and this"
+            f" change would move it: release the hold{s} (apt-mark unhold) or pass"
+            " --allow-change-held to let gpunode change it"
+        )
+    return admins
+
+
+HOLDS_FILE = "/var/lib/gpunode/holds"
+
+
+def record_holds_step(add: list[str], drop: list[str]) -> Step:
+    """Record in HOLDS_FILE (one name a line, 0644) the packages gpunode has just held, and
+    forget those it unheld: merged with what the file says on the host, so that the holds of
+    several tasks in one transaction all stay, and replaced atomically (mktemp beside it,
+    then rename). The names to add come on stdin; those to drop are Debian names, quoted."""
+    directory = HOLDS_FILE.rsplit("/", 1)[0]
+    keep = "".join(f" -e {q(n)}" for n in drop)
+    keep = f" | grep -vxF{keep}" if drop else ""
+    return Step(
+        f"mkdir -p -- {directory} && umask 077 && tmp=$(mktemp -- {directory}/.holds.XXXXXX)"
+        f' && {{ {{ cat -- {HOLDS_FILE} 2>/dev/null; cat; }}{keep} | sort -u > "$tmp"'
+        f' && chmod 0644 "$tmp" && mv -fT -- "$tmp" {HOLDS_FILE}'
+        ' || { rm -f -- "$tmp"; false; }; }',
+        stdin="".join(f"{n}\n" for n in add),
+    )
 
 
 def apt_transactions(changes: list[Change], lock_timeout: int) -> list[Change]:

@@ -129,6 +129,8 @@ class OpContext:
     on_change: tuple[str, ...] = ()
     probes: dict[str, bool] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    allow_change_held: bool = False
+    """A hold the admin set (not one gpunode recorded) may be changed (--allow-change-held)."""
 
     def change(
         self,

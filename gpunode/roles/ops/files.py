@@ -200,8 +200,10 @@ class ModuleBlacklist(Operation):
     early boot honours it (`nouveau` also gets `options nouveau modeset=0`).
 
     The file is written, and `update-initramfs -u` run, only when its sha256 differs from
-    the content wanted (or it is missing); the change asks for a reboot when the module is
-    nouveau and the facts say it is loaded. A file with that content only has its mode and
+    the content wanted (or it is missing); a failed rebuild removes the file again, so the
+    next run retries both. The change asks for a reboot when the module is nouveau and the
+    facts say it is loaded (it loads from the initramfs, so only the rebuilt one keeps it
+    out). A file with that content only has its mode and
     owner (0644 root:root) corrected, and one that is as wanted yields nothing.
 
     ```yaml
@@ -241,7 +243,11 @@ class ModuleBlacklist(Operation):
                 f"{a.module} not blacklisted" + (" and loaded: reboot needed" if loaded else ""),
                 [
                     write_file_step(path, content, "0644"),
-                    "if command -v update-initramfs >/dev/null 2>&1; then update-initramfs -u;"
+                    # a failed rebuild takes the file away again: else the next run would
+                    # find it written and never rebuild, and nouveau would still load
+                    "if command -v update-initramfs >/dev/null 2>&1; then update-initramfs -u"
+                    f" || {{ rm -f -- {q(path)}; echo 'update-initramfs failed: the blacklist"
+                    " file is removed, so that the next run writes it and rebuilds' >&2; false; };"
                     " else echo 'update-initramfs not found: initramfs not rebuilt' >&2; fi",
                 ],
                 reboot=loaded,
