@@ -83,7 +83,7 @@ def _findings(inv: Inventory, hosts: list[Any]) -> list[dict[str, Any]]:
 
 def _load_json(path: str, limit: str | None) -> tuple[Inventory, list[Any]]:
     """The inventory and its selected hosts; an inventory that does not load is the
-    `check` document of its problems (exit 2)."""
+    `check` document of its problems (bad input)."""
     from gpunode.inventory import InventoryError, PatternError, load
 
     try:
