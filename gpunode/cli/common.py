@@ -93,3 +93,15 @@ def inventory_name(path: str) -> str:
     from pathlib import Path
 
     return Path(path).stem or path
+
+
+def can_confirm(yes: bool, check: bool, as_json: bool, tty: bool) -> None:
+    """apply asks before changing hosts: without --yes (or --check) it needs a terminal and
+    no --json, else it ends here with the usage status."""
+    if (yes or check) or (tty and not as_json):
+        return
+    why = ("--json cannot ask for confirmation: add --yes or --check" if as_json
+           else "not a terminal, so apply cannot ask for confirmation: "
+           "pass --yes to apply, or --check to see what would change")  # fmt: skip
+    click.echo(f"error: {why}", err=True)
+    sys.exit(ExitCode.USAGE)

@@ -76,3 +76,9 @@ def _source(ctx: click.Context, key: str, file: str) -> str:
 
 def settings_text(rows: list[tuple[str, object, str]]) -> list[str]:
     return [f"{key:<14} {value if value is not None else '-'}  ({src})" for key, value, src in rows]
+
+
+def echo_settings(inventory: str | None) -> None:
+    """`-vv`: the settings in effect, on stderr, before the command's own output."""
+    for line in settings_text(settings_rows(inventory, click.get_current_context())):
+        click.echo(f"setting: {line}", err=True)

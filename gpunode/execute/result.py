@@ -102,5 +102,11 @@ class RunResult:
     def exit_code(self) -> ExitCode:
         return exit_code_for(r.final for r in self.hosts.values())
 
+    @property
+    def check_exit_code(self) -> ExitCode:
+        """`apply --check --detailed-exitcode`: a host that would change counts as pending."""
+        return exit_code_for("pending" if r.status == "changed" else r.final
+                             for r in self.hosts.values())  # fmt: skip
+
     def recap(self) -> tuple[HostRecap, ...]:
         return tuple(r.recap() for r in self.hosts.values())
