@@ -57,7 +57,8 @@ def gpu_lines(screen: str) -> list[str]:
 
 
 def install_driver(lab: Lab, host: str) -> None:
-    """The driver from the lab's repository, loaded by a reboot: nvidia-smi answers after."""
+    """The driver from the lab's repository, built by DKMS against the running kernel's
+    headers and loaded by a reboot: nvidia-smi answers after."""
     if lab.run(host, "nvidia-smi -L", check=False).returncode == 0:
         return
     base = lab.config["repo_url"]
@@ -65,7 +66,8 @@ def install_driver(lab: Lab, host: str) -> None:
     lab.sudo(
         host,
         "export DEBIAN_FRONTEND=noninteractive; dpkg -i /tmp/k.deb >/dev/null"
-        " && apt-get update -q >/dev/null && apt-get install -y -q nvidia-open-580 >/dev/null",
+        " && apt-get update -q >/dev/null && apt-get install -y -q nvidia-open-580"
+        ' "linux-headers-$(uname -r)" >/dev/null',  # DKMS builds the module against them
     )
     lab.reboot_inside(host)
     assert len(lab.run(host, "nvidia-smi -L").stdout.splitlines()) == 2
