@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -163,6 +164,15 @@ def test_power_lost_mid_conda_env_then_apply_converges(
 PROFILE = "etc/profile.d/gpunode-cuda.sh"
 
 
+MV = "/usr/local/bin/mv"
+SLOW_MV = f"""#!/bin/sh
+# test stand-in: the rename onto /{PROFILE} waits, then mv does it
+for a; do last=$a; done
+[ "$last" = /{PROFILE} ] && sleep 30
+exec /usr/bin/mv "$@"
+"""
+
+
 def test_power_lost_mid_file_write_leaves_the_old_file_whole(lab: Lab, tmp_path: Path) -> None:
     """A managed file goes to a mktemp file beside it, renamed over it once whole: stopped
     between the two and powered off, the host has the old file, whole, until a re-apply
@@ -174,6 +184,10 @@ def test_power_lost_mid_file_write_leaves_the_old_file_whole(lab: Lab, tmp_path:
     on_host(inv, HOST, f"echo 'export OLD=1' | sudo tee /{PROFILE} >/dev/null")
     old = target.read_bytes()
     boot = lab.boot_id(HOST)
+    # The write step is over in milliseconds: an `mv` first on PATH holds its rename of this
+    # file, so the moment between the whole temporary file and the rename lasts.
+    on_host(inv, HOST, f"printf %s {shlex.quote(SLOW_MV)} | sudo tee {MV} >/dev/null"
+                       f" && sudo chmod 755 {MV}")  # fmt: skip
     # the write step's shell, once its temporary file is there
     start_watcher(inv, HOST, "argv", ".gpunode-cuda.sh.XXXXXX", "/etc/profile.d/.gpunode-cuda.sh.*")
     proc = popen_apply(lab, inv, HOST)
@@ -186,6 +200,8 @@ def test_power_lost_mid_file_write_leaves_the_old_file_whole(lab: Lab, tmp_path:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        wait_for_ssh(lab, HOST)
+        on_host(inv, HOST, f"sudo rm -f {MV}")
     assert proc.returncode in (2, 4), out[-2000:] + err[-2000:]
     wait_for_ssh(lab, HOST)
     assert lab.boot_id(HOST) != boot
