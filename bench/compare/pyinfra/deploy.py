@@ -71,6 +71,13 @@ server.shell(
     _if=blacklist.did_change,
     **SUDO,
 )
+kernel = host.get_fact(Command, "uname -r")
+apt.packages(
+    name="The running kernel's headers, which DKMS builds the driver's module against",
+    packages=[f"linux-headers-{kernel}"],
+    no_recommends=True,
+    **SUDO,
+)
 driver = apt.packages(
     name="NVIDIA driver, exact release",
     packages=stack["driver"],
