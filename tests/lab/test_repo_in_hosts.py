@@ -20,7 +20,10 @@ def test_driver_install_from_the_lab_repo_then_reboot(lab_hosts, lab_fresh_host)
     if probe.returncode != 0:
         pytest.skip("the lab serves no repository yet (gpunode_lab.repo not built)")
     lab_hosts.sudo(host, "dpkg -i /tmp/k.deb >/dev/null && apt-get update -q >/dev/null")
-    lab_hosts.sudo(host, "apt-get install -y -q nvidia-open-580 >/dev/null")
+    # with the running kernel's headers, which the lab's DKMS builds the module against
+    lab_hosts.sudo(
+        host, 'apt-get install -y -q nvidia-open-580 "linux-headers-$(uname -r)" >/dev/null'
+    )
     out = lab_hosts.run(host, "dpkg-query -W -f '${Status}' nvidia-open-580")
     assert out.stdout == "install ok installed"
     assert subprocess.run(["dpkg-query", "-W", "nvidia-open-580"], capture_output=True).returncode
