@@ -152,7 +152,7 @@ def test_power_lost_mid_conda_env_then_apply_converges(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode in (2, 4), out[-2000:] + err[-2000:]
+    assert proc.returncode in (2, 3), out[-2000:] + err[-2000:]  # failed, or unreachable
     (finished,) = of(events(out), "host-finished", HOST)
     assert finished["status"] in ("failed", "unreachable"), finished
     assert "the SSH connection was lost while it ran" in finished["message"], finished
@@ -202,7 +202,7 @@ def test_power_lost_mid_file_write_leaves_the_old_file_whole(lab: Lab, tmp_path:
             proc.wait()
         wait_for_ssh(lab, HOST)
         on_host(inv, HOST, f"sudo rm -f {MV}")
-    assert proc.returncode in (2, 4), out[-2000:] + err[-2000:]
+    assert proc.returncode in (2, 3), out[-2000:] + err[-2000:]  # failed, or unreachable
     wait_for_ssh(lab, HOST)
     assert lab.boot_id(HOST) != boot
     assert target.read_bytes() == old  # after the power loss too
