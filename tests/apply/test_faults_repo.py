@@ -127,7 +127,7 @@ def assert_untouched(inv: Path, before: tuple[str, str]) -> None:
     assert " iU" not in after[0] and " iF" not in after[0]
 
 
-def assert_only_the_keyring_went_in(inv: Path, before: tuple[str, str]) -> None:
+def assert_nothing_of_the_driver_went_in(inv: Path, before: tuple[str, str]) -> None:
     """The keyring and the apt source (pinned, fetched by curl) preceded the step that
     failed, and the running kernel's headers may have (their own apt step, from Ubuntu's
     archive, before the driver's); nothing of the driver is in dpkg's database, nothing is
@@ -190,7 +190,7 @@ def test_a_package_missing_from_the_pool_fails_the_install_cleanly(
     assert statuses[-1] == "failed" and set(statuses[:-1]) == {"changed"}, statuses
     assert message.startswith("driver: NVIDIA driver 550.163.01 (open): exit 100: ")
     assert f"E: Failed to fetch {url}/ubuntu2204/x86_64/./{gone.name}  404" in message, message
-    assert_only_the_keyring_went_in(inv, before)
+    assert_nothing_of_the_driver_went_in(inv, before)
 
 
 def test_a_bad_inrelease_signature_fails_the_first_apt_step(
@@ -217,7 +217,7 @@ def test_a_bad_inrelease_signature_fails_the_first_apt_step(
     assert message.startswith("driver: kernel headers: exit 100: "), message
     assert f"GPG error: {url}/ubuntu2204/x86_64  InRelease" in message, message
     assert "BADSIG" in message and "is not signed" in message, message
-    assert_only_the_keyring_went_in(inv, before)
+    assert_nothing_of_the_driver_went_in(inv, before)
 
 
 def refused_at_plan_time(lab: Lab, inv: Path, expected: str) -> None:
