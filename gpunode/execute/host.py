@@ -57,6 +57,19 @@ REBOOT = "nohup sh -c 'sleep 1; systemctl reboot || reboot' >/dev/null 2>&1 &"
 _LOCK = re.compile(r"(?:held by process|is held by) (\d+) \(([^)]*)\)")
 _CURL = re.compile(r"^curl: \(\d+\)", re.M)
 _URL = re.compile(r"https?://[^\s'\"]+")
+# apt's (gpgv's) status words for an index it refused, and what the admin can do about each
+_SIG = re.compile(r"\b(NO_PUBKEY|EXPKEYSIG|REVKEYSIG|BADSIG) ([0-9A-F]{8,40})\b")
+_SIG_HINTS = {
+    "NO_PUBKEY": "the repository is signed by key {key}, which the host's keyring does not "
+    "hold: the repository's key changed, so pin the current keyring package "
+    "(repos.cuda_keyring_sha256) or re-sign the mirror with the key the hosts trust",
+    "EXPKEYSIG": "the repository's signing key {key} has expired: install its renewed "
+    "keyring package (repos.cuda_keyring_sha256), or re-sign the mirror with a valid key",
+    "REVKEYSIG": "the repository's signing key {key} is revoked: do not use this "
+    "repository until it is signed by a valid key",
+    "BADSIG": "the index's signature does not match its content (key {key}): a proxy or "
+    "a broken mirror altered it; nothing from it was used",
+}
 
 
 @dataclass
@@ -520,6 +533,8 @@ def _why(code: int, stderr: str, stdout: str, facts: HostFacts, command: str = "
     mark = stderr.rfind("\n" + LOG_TAIL)
     if mark >= 0 or stderr.startswith(LOG_TAIL):  # a log's tail: keep all of it
         why = f"exit {code}:\n{stderr[mark + 1 :].strip()}"
+    if sig := _SIG.search(stderr + stdout):
+        why += "; " + _SIG_HINTS[sig.group(1)].format(key=sig.group(2))
     if _CURL.search(stderr):  # curl names the host and port, not the URL it was fetching
         url = next(iter(_URL.findall(command)), "")
         if url and url not in why:

@@ -120,6 +120,17 @@ def run_fault(lab: Lab, inv: Path) -> tuple[int, list[dict[str, Any]], str]:
     return code, evs, str(done["message"])
 
 
+def failed_after_the_source(lab: Lab, inv: Path) -> tuple[str, tuple[str, str]]:
+    """apply on HOST exits 2: what preceded (keyring, source) changed, then one change
+    failed. The failure message, and dpkg's state from before the apply."""
+    before = dpkg_state(inv, HOST)
+    code, evs, message = run_fault(lab, inv)
+    assert code == 2
+    statuses = [e["status"] for e in of(evs, "change-finished", HOST)]
+    assert statuses[-1] == "failed" and set(statuses[:-1]) == {"changed"}, statuses
+    return message, before
+
+
 def assert_untouched(inv: Path, before: tuple[str, str]) -> None:
     after = dpkg_state(inv, HOST)
     assert after == before
@@ -183,11 +194,7 @@ def test_a_package_missing_from_the_pool_fails_the_install_cleanly(
     gone.unlink()
     url = start()
     inv = inventory(lab, tmp_path, url, **DRIVER)
-    before = dpkg_state(inv, HOST)
-    code, evs, message = run_fault(lab, inv)
-    assert code == 2
-    statuses = [e["status"] for e in of(evs, "change-finished", HOST)]
-    assert statuses[-1] == "failed" and set(statuses[:-1]) == {"changed"}, statuses
+    message, before = failed_after_the_source(lab, inv)
     assert message.startswith("driver: NVIDIA driver 550.163.01 (open): exit 100: ")
     assert f"E: Failed to fetch {url}/ubuntu2204/x86_64/./{gone.name}  404" in message, message
     assert_nothing_of_the_driver_went_in(inv, before)
@@ -208,11 +215,7 @@ def test_a_bad_inrelease_signature_fails_the_first_apt_step(
         rewrite(dists / "Release.gpg", b"not a signature\n")
     url = start()
     inv = inventory(lab, tmp_path, url, **DRIVER)
-    before = dpkg_state(inv, HOST)
-    code, evs, message = run_fault(lab, inv)
-    assert code == 2
-    statuses = [e["status"] for e in of(evs, "change-finished", HOST)]
-    assert statuses[-1] == "failed" and set(statuses[:-1]) == {"changed"}, statuses
+    message, before = failed_after_the_source(lab, inv)
     # the first step that refreshes apt's lists: the kernel headers', before the driver's
     assert message.startswith("driver: kernel headers: exit 100: "), message
     assert f"GPG error: {url}/ubuntu2204/x86_64  InRelease" in message, message
@@ -268,3 +271,97 @@ def test_a_full_boot_refuses_a_driver_change_at_plan_time(lab: Lab, tmp_path: Pa
         assert plan.returncode == 0 and "refused" not in plan.stdout, plan.stdout
     finally:
         on_host(inv, HOST, "sudo umount /boot")
+
+
+def gpg(home: Path, *args: str, at: int | None = None) -> bytes:
+    """gpg in a private home; `at` fakes the clock (epoch seconds) for keys and signatures."""
+    import subprocess
+
+    clock = ["--faked-system-time", f"{at}!"] if at is not None else []
+    cmd = ["gpg", "--homedir", str(home), "--batch", "--quiet", "--pinentry-mode", "loopback",
+           "--passphrase", "", *clock, *args]  # fmt: skip
+    return subprocess.run(cmd, capture_output=True, check=True).stdout
+
+
+def signing_key(tmp: Path, expires: str = "never", at: int | None = None) -> tuple[Path, str]:
+    """A new RSA signing key in its own gpg home: (home, long key id)."""
+    home = tmp / "gnupg"
+    home.mkdir(mode=0o700)
+    gpg(home, "--quick-gen-key", "mirror operator <mirror@example.invalid>", "rsa2048", "sign",
+        expires, at=at)  # fmt: skip
+    listing = gpg(home, "--with-colons", "--list-keys").decode()
+    keyid = next(f.split(":")[4] for f in listing.splitlines() if f.startswith("pub:"))
+    return home, keyid
+
+
+def resign(dists: Path, home: Path, at: int | None = None) -> None:
+    """InRelease and Release.gpg of the copy signed again with the key in `home`."""
+    for name in ("InRelease", "Release.gpg"):
+        (dists / name).unlink(missing_ok=True)
+    release = str(dists / "Release")
+    gpg(home, "--clearsign", "-o", str(dists / "InRelease"), release, at=at)
+    gpg(home, "--armor", "--detach-sign", "-o", str(dists / "Release.gpg"), release, at=at)
+
+
+def assert_refused_index(message: str, url: str, word: str, keyid: str) -> None:
+    # the first step that refreshes apt's lists fails with apt's line and gpunode's hint
+    assert message.startswith("driver: kernel headers: exit 100: "), message
+    assert f"{url}/ubuntu2204/x86_64" in message and "is not signed" in message, message
+    assert f"{word} {keyid}" in message, message
+
+
+def test_a_repository_signed_by_another_key_fails_naming_the_key(
+    lab: Lab, tmp_path: Path, served: tuple[Path, Any]
+) -> None:
+    # a mirror re-signed with its operator's own key, or the vendor's key rotated
+    fresh(lab, HOST)
+    root, start = served
+    dists = copy_repo(lab, root)
+    home, keyid = signing_key(tmp_path)
+    resign(dists, home)
+    url = start()
+    inv = inventory(lab, tmp_path, url, **DRIVER)
+    message, before = failed_after_the_source(lab, inv)
+    assert_refused_index(message, url, "NO_PUBKEY", keyid)
+    assert "which the host's keyring does not hold" in message, message
+    assert_nothing_of_the_driver_went_in(inv, before)
+
+
+def test_a_repository_whose_key_expired_fails_naming_the_key(
+    lab: Lab, tmp_path: Path, served: tuple[Path, Any]
+) -> None:
+    # the host trusts the key (its keyring package holds it), but the key expired: a
+    # signature made while it was valid no longer verifies
+    import hashlib
+    import time
+
+    from ruamel.yaml import YAML
+
+    from gpunode_lab.repo.catalog import keyring_package
+    from gpunode_lab.repo.deb import deb_bytes
+
+    fresh(lab, HOST)
+    root, start = served
+    dists = copy_repo(lab, root)
+    then = int(time.time()) - 30 * 86400
+    home, keyid = signing_key(tmp_path, expires="1d", at=then)
+    resign(dists, home, at=then + 3600)
+    url = start()
+    public = gpg(home, "--export")
+    deb = deb_bytes(keyring_package("ubuntu2204", url, public))
+    rewrite(dists / "cuda-keyring_1.1-1_all.deb", deb)
+    inv = inventory(lab, tmp_path, url, **DRIVER)
+    yaml = YAML()
+    doc = yaml.load(inv.read_text())
+    doc["defaults"]["repos"]["cuda_keyring_sha256"]["ubuntu2204"] = hashlib.sha256(deb).hexdigest()
+    with inv.open("w") as fh:
+        yaml.dump(doc, fh)
+    message, before = failed_after_the_source(lab, inv)
+    # the pinned keyring with the expired key went in; the index it should verify did not
+    assert (
+        on_host(inv, HOST, "sha256sum /usr/share/keyrings/cuda-archive-keyring.gpg").split()[0]
+        == hashlib.sha256(public).hexdigest()
+    )
+    assert_refused_index(message, url, "EXPKEYSIG", keyid)
+    assert "has expired" in message, message
+    assert_nothing_of_the_driver_went_in(inv, before)
