@@ -24,7 +24,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("inventory",),
     ("compat", "transport", "repoindex"),
     ("hostpool",),
-    ("facts", "monitor", "smoke"),
+    ("facts", "monitor", "smoke", "cost"),
     ("resolve",),
     ("roles",),
     ("plan",),

@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "apply": ("gpunode.cli.apply", "apply", "Converge hosts to the inventory."),
     "report": ("gpunode.cli.report", "report", "Show a recorded run."),
     "smoke": ("gpunode.cli.smoke", "smoke", "Run the GPU smoke tests on each host."),
+    "cost": ("gpunode.cli.cost", "cost", "Rank GPU types by measured work per cost."),
     "top": ("gpunode.cli.top", "top", "Live GPU view of every host (nvitop for a lab)."),
     "config": ("gpunode.cli.config", "config", "Show the effective settings, and where from."),
 }

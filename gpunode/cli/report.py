@@ -21,8 +21,16 @@ from gpunode.exitcodes import ExitCode
     metavar="H",
     help="Only this host, with the full output of its failed step.",
 )
+@click.option(
+    "--cost",
+    "show_cost",
+    is_flag=True,
+    help="The GPU types of the run's inventory by measured work per cost (as `gpunode cost`).",
+)
 @json_option
-def report(run: str | None, list_runs: bool, only_host: str | None, as_json: bool) -> None:
+def report(
+    run: str | None, list_runs: bool, only_host: str | None, show_cost: bool, as_json: bool
+) -> None:
     """Show RUN (an id, a prefix of one, or a path; the latest when omitted).
 
     Records live in the state directory's runs/ ($GPUNODE_STATE_DIR, else the user's state
@@ -52,6 +60,9 @@ def report(run: str | None, list_runs: bool, only_host: str | None, as_json: boo
         )
         sys.exit(ExitCode.USAGE)
     data = records.load_run(found)
+    if show_cost:
+        _cost(data, as_json)
+        return
     if only_host is not None:
         hosts = data.get("hosts", {})
         if only_host not in hosts:
@@ -108,3 +119,26 @@ def step_output(output: dict[str, Any]) -> str:
         lines.append(head if text or cut else f"{head}: empty")
         lines.extend(text.splitlines())
     return "\n".join(lines) + "\n"
+
+
+def _cost(data: dict[str, Any], as_json: bool) -> None:
+    """`gpunode cost` over the run's own inventory, with every record's figures."""
+    from pathlib import Path
+
+    from gpunode import records
+    from gpunode.cli.common import load_selected
+    from gpunode.cost import gpu_types, latest
+    from gpunode.views.cost import payload, table
+    from gpunode.views.envelope import dumps
+
+    path = str(data.get("inventory") or "")
+    if not Path(path).is_file():
+        click.echo(
+            f"error: the inventory of run {data['id']} ({path}) is gone: its prices are there; "
+            "run `gpunode cost INVENTORY` with the inventory as it is now",
+            err=True,
+        )
+        sys.exit(ExitCode.BAD_INPUT)
+    _, hosts = load_selected(path, None)
+    types, unpriced = gpu_types(hosts, latest(records.load_run(p) for p in records.list_runs()))
+    click.echo(dumps("cost", payload(types, unpriced)) if as_json else table(types, unpriced))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -56,6 +56,7 @@ def smoke(
     6 a host's key changed (or is revoked). Several: 6 > 2 > 3.
     """
     from gpunode.events import Bus, RunFinished, RunStarted
+    from gpunode.smoke.record import record_smoke
     from gpunode.smoke.report import render
     from gpunode.smoke.runner import smoke_hosts
     from gpunode.transport.connect import take_become_passwords
@@ -67,15 +68,31 @@ def smoke(
     bus = Bus()
     bus.emit(RunStarted("", command="smoke", hosts=tuple(h.name for h in hosts)))
     results = smoke_hosts(hosts, bus, only=only, pythons=pythons, forks=forks)
-    code = exit_code_for(_status(r) for r in results)
-    bus.emit(RunFinished("", exit_code=int(code), seconds=time.monotonic() - start))
+    statuses = {r.host: _status(r) for r in results}
+    code = exit_code_for(statuses.values())
+    seconds = time.monotonic() - start
+    bus.emit(RunFinished("", exit_code=int(code), seconds=seconds))
+    options = {"limit": limit, "only": list(only), "python": list(pythons)}
+    record_smoke(inventory, options, results, statuses, int(code), seconds)
     if as_json:
         click.echo(
             dumps("smoke", {"hosts": [r.to_json() for r in results], "exit_code": int(code)})
         )
     else:
         click.echo(render(results))
+        if any(h.gpus.hourly_cost for h in hosts):
+            click.echo("\n" + fleet_cost_table(hosts))
     sys.exit(code)
+
+
+def fleet_cost_table(hosts: list[Any]) -> str:
+    """The priced hosts' types with the newest measured figures (this run's first)."""
+    from gpunode import records
+    from gpunode.cost import gpu_types, latest
+    from gpunode.views.cost import table
+
+    types, _ = gpu_types(hosts, latest(records.load_run(p) for p in records.list_runs()))
+    return table(types, [])
 
 
 def _status(result: HostSmoke) -> str:

@@ -287,6 +287,20 @@ class Conda(Strict):
     """Conda envs by name."""
 
 
+class HourlyCost(Strict):
+    """What one hour of a GPU (or of the whole host) costs: a cloud price, or an on-premise
+    figure (amortised purchase, power, hosting). Only `gpunode cost`, `report --cost` and the
+    smoke summary read it."""
+
+    amount: Annotated[float, Field(gt=0)]
+    """The price of one hour."""
+    per: Literal["gpu", "host"] = "gpu"
+    """Whether `amount` is for one GPU or for the whole host (divided by `gpus.count`)."""
+    currency: Annotated[str, StringConstraints(pattern=r"\A[A-Z]{3}\Z")] = "USD"
+    """An ISO 4217 code: USD, EUR, ... Types priced in different currencies are shown but
+    never ranked against each other."""
+
+
 class Gpus(Strict):
     """What the host is expected to have; used by checks and the smoke suite."""
 
@@ -294,6 +308,17 @@ class Gpus(Strict):
     """The GPU model each host has (A100, H100, H200, L40S...): the smoke tests' expectations."""
     count: Annotated[int, Field(ge=0)] | None = None
     """How many GPUs each host has."""
+    hourly_cost: HourlyCost | None = None
+    """What an hour of these GPUs costs, to rank GPU types by measured work per cost."""
+
+    @model_validator(mode="after")
+    def _host_price_needs_count(self) -> Gpus:
+        if self.hourly_cost is not None and self.hourly_cost.per == "host" and not self.count:
+            raise ValueError(
+                "hourly_cost.per: host needs gpus.count, to give the price of one GPU; "
+                "set gpus.count, or give the price per GPU (per: gpu)"
+            )
+        return self
 
 
 SmokeTest = Literal[

@@ -106,6 +106,46 @@ def _json_type(typ: Any) -> Any:
 # -- the payloads ------------------------------------------------------------------------------
 
 
+class CostType(BaseModel):
+    """One GPU type: hosts with the same `gpus.model` at the same price per GPU-hour."""
+
+    model_config = STRICT
+    model: str
+    hosts: list[str]
+    gpus: int | None = Field(description="GPUs of the type in the fleet (None: no gpus.count).")
+    currency: str
+    gpu_hour: float = Field(description="The price of one GPU for one hour.")
+    bf16_tflops: float | None = Field(
+        description="Measured bf16 matmul TFLOP/s of one GPU: the median of each host's newest "
+        "result in the run records. None: never measured."
+    )
+    measured_hosts: int
+    last_measured: float | None
+    runs: list[str] = Field(description="The run records the figures come from.")
+    tflops_per_cost: float | None
+    cost_per_pflops_hour: float | None
+
+
+class CostOption(BaseModel):
+    model_config = STRICT
+    model: str
+    currency: str
+    gpu_hours: float | None
+    gpus_needed: int | None
+    gpus: int | None
+    cost: float | None
+    fits: bool
+    why: str = Field(description="Why the type cannot do the job; empty when it fits.")
+
+
+class CostWork(BaseModel):
+    model_config = STRICT
+    pflop: float
+    hours: float | None
+    budget: float | None
+    options: list[CostOption] = Field(description="Those that fit first, cheapest first.")
+
+
 class SmokeRecord(BaseModel):
     """One smoke test's result as the suite printed it and grading completed it; tests add
     their own measurements beside these fields."""
@@ -275,6 +315,11 @@ def output_type(kind: Kind) -> Any:
                 dict[str, list[str]],
                 Field(description="Each selected role and the tags its tasks offer."),
             ),
+        },
+        "cost": {
+            "types": (list[CostType], ...),
+            "unpriced": (list[dict[str, str]], Field(description="Hosts without a price.")),
+            "work": (CostWork | None, Field(description="The job of --work, when given.")),
         },
         "config": {
             "settings": (

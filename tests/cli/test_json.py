@@ -131,6 +131,11 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Outp
         "hosts:\n  gone:\n    address: 127.0.0.1\n"
         "    ssh: {port: 1, connect_timeout: 3, identity_file: null, config_file: null}\n"
     )
+    priced = tmp / "priced.yaml"
+    priced.write_text(
+        "hosts:\n  me: {connection: local, become: none,\n"
+        "       gpus: {model: H200, count: 2, hourly_cost: {amount: 3.5}}}\n"
+    )
     bad = tmp / "bad.yaml"
     bad.write_text("hosts:\n  a: {address: 192.0.2.1, colour: red}\n")
     runs = {
@@ -142,6 +147,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Outp
         "apply": ("apply-event", "apply", str(local), "--check", "--no-smoke", "--json"),
         "report": ("report", "report", "--json"),  # the apply just before
         "smoke": ("smoke", "smoke", str(local), "--only", "nvidia-smi", "--json"),
+        "cost": ("cost", "cost", str(priced), "--work", "100", "--json"),
         "top": ("top-sample", "top", str(local), "--once", "--json"),
         "top-gone": ("top-sample", "top", str(gone), "--once", "--json"),
     }
@@ -156,7 +162,19 @@ def _docs(out: Output) -> list[str]:
 
 @pytest.mark.parametrize(
     "name",
-    ["hosts", "check", "check-bad", "facts", "plan", "apply", "report", "smoke", "top", "top-gone"],
+    [
+        "hosts",
+        "check",
+        "check-bad",
+        "facts",
+        "plan",
+        "apply",
+        "report",
+        "smoke",
+        "cost",
+        "top",
+        "top-gone",
+    ],
 )
 def test_output_is_an_envelope_its_schema_validates(outputs: dict[str, Output], name: str) -> None:
     out = outputs[name]
@@ -183,6 +201,7 @@ def test_the_documented_script_reads_every_output(outputs: dict[str, Output]) ->
     status = finished[0].rsplit(" ", 1)[1]
     assert read["report"] == [f"report me {status}"]  # the record of that run
     assert read["smoke"][0].startswith("smoke me ")
+    assert read["cost"] == ["cost H200 None"]  # nvidia-smi alone measures no TFLOP/s
     assert read["top"] == ["top-sample me live 2"], outputs["top"].run.stderr
     assert outputs["top"].run.returncode == ExitCode.OK
     assert read["top-gone"] == ["top-sample gone down 0"]
