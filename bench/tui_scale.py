@@ -27,7 +27,8 @@ def csv_line(gpu: int, tick: int, host_no: int) -> str:
     util = (tick * 7 + gpu * 13 + host_no * 3) % 101
     return (
         f"{gpu}, NVIDIA H200, GPU-{host_no:04d}-{gpu}, {util}, {1024 + tick % 512}, 143771,"
-        f" {36 + util // 5}, {83.46 + 6 * util:.2f}, 700.00, {1980 if util > 5 else 345}"
+        f" {36 + util // 5}, {83.46 + 6 * util:.2f}, 700.00, {1980 if util > 5 else 345},"
+        " 580.159.04"
     )
 
 
@@ -77,6 +78,8 @@ async def one_run(
         feed = threading.Thread(target=feeder, args=(board, hosts, gpus, stop), daemon=True)
         feed.start()
         await pilot.pause(2.0)  # warm up: first rows, column layout
+        if not board.view(hosts[0]).gpus:  # a line the parser refuses would measure nothing
+            raise SystemExit(f"the board got no sample from {csv_line(0, 0, 0)!r}")
         if mode == "host":
             await pilot.press("o")
         ticks.clear()
