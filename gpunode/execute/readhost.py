@@ -6,7 +6,7 @@ import shlex
 import time
 from collections.abc import Sequence
 
-from gpunode.facts.gather import facts_command, script
+from gpunode.facts.gather import facts_command
 from gpunode.facts.model import HostFacts
 from gpunode.facts.parse import parse_facts
 from gpunode.roles.ops import Probe
@@ -35,7 +35,7 @@ def read_host(
     if probes:
         command = f"{command}\n{probe_script(probes)}"
     start = time.monotonic()
-    res = transport.run(command, stdin=script(), timeout=timeout)
+    res = transport.run(command, timeout=timeout)
     text, _, tail = res.stdout.partition(f"\n{MARK}\n")
     if "### end" not in text and not res.ok:
         raise TransportError(f"facts script failed (exit {res.exit_code}): {res.stderr.strip()}")

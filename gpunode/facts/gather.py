@@ -26,8 +26,10 @@ def script() -> bytes:
 
 
 def facts_command(files: Iterable[str] = (), conda_prefixes: Iterable[str] = ()) -> str:
-    """The command that runs script.sh fed on stdin; every argument quoted."""
-    argv = ["sh", "-s", "--"]
+    """The command that runs script.sh, the script itself in the command; every argument
+    quoted. Not fed on stdin: sshd opens a session channel's window only once the command
+    has started, so stdin would wait one round trip for it (OpenSSH's larval channels)."""
+    argv = ["sh", "-c", script().decode(), "gpunode-facts"]
     for prefix in conda_prefixes:
         argv += ["--conda", prefix]
     for path in files:
@@ -51,7 +53,7 @@ def gather(
     if host is not None and host.stack.conda is not None:
         prefixes.append(host.stack.conda.prefix)
     start = time.monotonic()
-    res = transport.run(facts_command(files, prefixes), stdin=script(), timeout=timeout)
+    res = transport.run(facts_command(files, prefixes), timeout=timeout)
     if "### end" not in res.stdout and not res.ok:
         raise TransportError(f"facts script failed (exit {res.exit_code}): {res.stderr.strip()}")
     facts = parse_facts(res.stdout)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gpunode.facts.gather import facts_command, gather, script
+from gpunode.facts.gather import facts_command, gather
 from gpunode.transport.local import LocalTransport
 
 PATTERNS = ["nvidia*", "libnvidia*", "cuda*", "libcuda*", "libcudnn*", "libnccl*"]
@@ -73,7 +73,7 @@ def test_conda_prefix_is_read_with_sh_only(tmp_path: Path) -> None:
             (env / "conda-meta" / name).write_text("{}")
     site = prefix / "envs" / "ml" / "lib" / "python3.11" / "site-packages"
     (site / "torch-2.4.1+cu124.dist-info").mkdir(parents=True)
-    res = LocalTransport().run(facts_command(conda_prefixes=[str(prefix)]), stdin=script())
+    res = LocalTransport().run(facts_command(conda_prefixes=[str(prefix)]))
     from gpunode.facts.parse import parse_facts
 
     f = parse_facts(res.stdout)
