@@ -1,6 +1,7 @@
 """Ship the smoke suite to a host, run it there, and turn its JSON lines into events.
 
-One round trip per host: the suite travels as a base64 tar on stdin into a
+One session per host: the suite travels as a base64 tar inside the command (not on
+stdin, which sshd would let through only a round trip after the command started) into a
 temporary folder, the host's python3 runs `driver.py`, and every JSON line
 that comes back is graded (`expected.grade_result`) and published as a
 `SmokeResult` while the rest still runs. Results are also returned as data so
@@ -16,6 +17,7 @@ import tarfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from importlib import resources
 from typing import Any, Literal
 
@@ -120,6 +122,12 @@ def suite_blob() -> bytes:
     return base64.encodebytes(buf.getvalue())
 
 
+@cache
+def suite_text() -> str:
+    """The suite blob as one line, to go inside a command."""
+    return suite_blob().decode().replace("\n", "")
+
+
 def selected_tests(host: Host, only: Sequence[str] = ()) -> list[str]:
     """`--only` wins; else the host's `stack.smoke`; else every test."""
     chosen = list(only) or list(host.stack.smoke) or list(DEFAULT_TESTS)
@@ -137,7 +145,7 @@ def suite_command(
     pythons: Sequence[str] = (),
     test_timeout: float = TEST_TIMEOUT,
 ) -> str:
-    """The shell text that unpacks the suite from stdin and runs the driver."""
+    """The shell text that unpacks the suite (base64 text in the command) and runs the driver."""
     args = ["--tests", ",".join(tests), "--timeout", f"{test_timeout:g}"]
     if gpu_count is not None:
         args += ["--count", str(gpu_count)]
@@ -149,7 +157,7 @@ def suite_command(
     return (
         'd=$(mktemp -d "${TMPDIR:-/tmp}/gpunode-smoke.XXXXXX") || exit 97; '
         "trap 'rm -rf \"$d\"' EXIT; "
-        'base64 -d | tar -xzf - -C "$d" || exit 98; '
+        f"printf '%s' {quote(suite_text())} | base64 -d | tar -xzf - -C \"$d\" || exit 98; "
         "py=$(command -v python3) || exit 99; "
         f'"$py" "$d/driver.py" {driver_args}'
     )
@@ -229,9 +237,7 @@ def smoke_host(
     )
     try:
         transport.connect()
-        res = transport.run(
-            command, stdin=suite_blob(), timeout=SUITE_TIMEOUT, on_output=lines.feed
-        )
+        res = transport.run(command, timeout=SUITE_TIMEOUT, on_output=lines.feed)
     except HostUnreachableError as exc:
         smoke.unreachable = str(exc) or type(exc).__name__
         if bus is not None:
