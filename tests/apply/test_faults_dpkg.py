@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from conftest import Lab, apply, events, fresh, of, on_host, packages, wait_for_ssh
-from moments import popen_apply, start_watcher, wait_for_moment
+from moments import MARKER, popen_apply, start_watcher, stopped, wait_for_moment
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -154,7 +154,13 @@ def driver_reference(
 
 
 def kill_when(lab: Lab, inv: Path, host: str, at: str) -> list[dict[str, Any]]:
-    """Run apply and SIGKILL it once the event `at` names begins; the events it wrote."""
+    """Run apply and SIGKILL it once the event `at` names begins; the events it wrote.
+
+    The repository step is short (a download and a small package): its processes on the
+    host are held (SIGSTOP) until the controller is killed, then killed as a closed
+    session would leave them, so the kill lands inside it on any machine."""
+    if at == "nvidia_repo":
+        start_watcher(inv, host, "argv", "cuda-keyring")
     proc = popen_apply(lab, inv, host)
     assert proc.stdout is not None
     seen: list[dict[str, Any]] = []
@@ -169,9 +175,15 @@ def kill_when(lab: Lab, inv: Path, host: str, at: str) -> list[dict[str, Any]]:
                 at == "reboot" and e["event"] == "reboot-started"
             )
             if hit:
-                time.sleep(0.3 if at != "reboot" else 0.5)
+                held = stopped(wait_for_moment(lab, host, proc)) if at == "nvidia_repo" else []
+                time.sleep(0 if held else 0.3 if at != "reboot" else 0.5)
                 os.kill(proc.pid, signal.SIGKILL)
                 killed = True
+                if held:
+                    pids = " ".join(map(str, held))
+                    on_host(
+                        inv, host, f"sudo kill -KILL {pids}; sudo rm -f /var/tmp/watch.py /{MARKER}"
+                    )
                 break
         rest, _ = proc.communicate(timeout=30)
     finally:
