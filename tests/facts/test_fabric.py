@@ -128,3 +128,24 @@ def test_installed_fabricmanager_of_any_branch() -> None:
     )
     assert f.fabricmanager is not None and f.fabricmanager.version == "580.95.05-1"
     assert HostFacts().fabricmanager is None
+
+
+def test_facts_view_shows_the_fabric_and_a_fabric_manager_left_behind() -> None:
+    from gpunode.facts.model import KernelModule
+    from gpunode.views.facts import render
+
+    f = facts(pci=HGX_PCI, lspci=HGX_LSPCI, fabric="00000000:1b:00.0, In Progress, N/A\n")
+    f.module = KernelModule(loaded=True, version="580.95.05", flavor="open")
+    f.packages["nvidia-fabricmanager-580"] = Package(
+        name="nvidia-fabricmanager-580", version="580.65.06-1", status="hold ok installed"
+    )
+    text = render("hgx1", f)
+    assert "nvswitches      2: 0000:07:00.0, 0000:08:00.0" in text
+    assert "fabric          In Progress, N/A (1 GPUs)" in text
+    assert (
+        "fabric manager  nvidia-fabricmanager-580 580.65.06-1 (held): not the loaded module's"
+        " release 580.95.05"
+    ) in text
+    assert "nvswitches" not in render(
+        "h200", facts(pci=(FIX / "h200-fabric" / "pci.txt").read_text())
+    )
