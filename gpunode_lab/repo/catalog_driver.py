@@ -10,6 +10,7 @@ from __future__ import annotations
 from importlib import resources
 
 from gpunode_lab.repo.deb import LIBDIR, Package, Payload
+from gpunode_lab.repo.libcuda import libcuda
 from gpunode_lab.repo.nvidia_repo import Branch
 
 FLAVORS = ("open", "proprietary")
@@ -78,7 +79,7 @@ def _userspace(branches: tuple[Branch, ...], branch: Branch, release: str) -> li
             section="multiverse/libs",
             provides=["libcuda.so.1", "libnvidia-ml.so.1"],
             files=[
-                Payload(f"{LIBDIR}/libcuda.so.{release}"),
+                Payload(f"{LIBDIR}/libcuda.so.{release}", libcuda(release), 0o644),
                 Payload(f"{LIBDIR}/libcuda.so.1", symlink=f"libcuda.so.{release}"),
                 Payload(f"{LIBDIR}/libnvidia-ml.so.{release}"),
                 Payload(f"{LIBDIR}/libnvidia-ml.so.1", symlink=f"libnvidia-ml.so.{release}"),

@@ -5,7 +5,8 @@ put right; a host without NVSwitches gets none.
 
 The lab plays NVIDIA's side (gpunode_lab): its repository has nvidia-fabricmanager-<branch>
 for every driver release, its nv-fabricmanager refuses a module of another release, and its
-nvidia-smi shows the fabric "In Progress" until one runs at the loaded module's release.
+nvidia-smi shows the fabric "In Progress" (its libcuda's cuInit 802) until one runs at the
+loaded module's release.
 Every assertion reads the host: dpkg's database, apt's history, the unit's state, the loaded
 module and what nvidia-smi says.
 """
@@ -81,7 +82,7 @@ def test_fresh_hgx_host_converges_with_fabric_manager_in_lockstep(hgx: Lab, tmp_
     assert code == 0, [e["message"] for e in of(evs, "host-finished")]
     release = upstream(packages(inv, HOST)["nvidia-open-580"][0])
     converged_at(inv, release)
-    assert smoke(evs)["nvidia-smi/fabric"] == "pass"
+    assert smoke(evs)["nvidia-smi/fabric"] == smoke(evs)["cuda-init"] == "pass"
 
     code, evs = apply(hgx, inv)  # converged: nothing left to do
     assert code == 0 and of(evs, "change-finished") == [] and of(evs, "reboot-started") == []
@@ -136,7 +137,12 @@ def test_fabric_manager_left_at_another_release_is_found_and_fixed(
     assert f"version 580.65.06 don't match with driver version {release}" in log
     res = hgx.gpunode("smoke", str(inv), "--json")
     assert res.returncode != 0
-    assert '"nvidia-smi/fabric"' in res.stdout and "not in the fabric" in res.stdout
+    (said,) = json.loads(res.stdout)["hosts"]
+    results = {r["name"]: r for r in said["results"]}
+    assert results["nvidia-smi/fabric"]["status"] == "fail"
+    assert "8 of 8 GPUs not in the fabric" in results["nvidia-smi/fabric"]["reason"]
+    assert results["cuda-init"]["status"] == "fail"
+    assert "802 (CUDA_ERROR_SYSTEM_NOT_READY" in results["cuda-init"]["reason"]
 
     plan = json.loads(hgx.gpunode("plan", str(inv), "--json").stdout)
     reasons = [c["reason"] for c in plan["hosts"][HOST]["changes"]]
@@ -147,7 +153,7 @@ def test_fabric_manager_left_at_another_release_is_found_and_fixed(
     assert code == 0, [e["message"] for e in of(evs, "host-finished")]
     assert of(evs, "reboot-started") == []  # the module was right: no reboot
     converged_at(inv, release)
-    assert smoke(evs)["nvidia-smi/fabric"] == "pass"
+    assert smoke(evs)["nvidia-smi/fabric"] == smoke(evs)["cuda-init"] == "pass"
 
 
 def test_a_host_without_nvswitch_gets_no_fabric_manager(lab: Lab, tmp_path: Path) -> None:
@@ -161,4 +167,4 @@ def test_a_host_without_nvswitch_gets_no_fabric_manager(lab: Lab, tmp_path: Path
     assert on_host(inv, "lab-02", "ls /lib/systemd/system/nvidia-fabricmanager.service "
                    "2>/dev/null; true").strip() == ""  # fmt: skip
     names = {e["result"]["name"] for e in of(evs, "smoke-result", "lab-02")}
-    assert "nvidia-smi/gpus" in names and "nvidia-smi/fabric" not in names
+    assert "nvidia-smi/gpus" in names and not names & {"nvidia-smi/fabric", "cuda-init"}

@@ -20,8 +20,9 @@ else:
 
 PCI = "/sys/bus/pci/devices"
 FABRIC_FIELDS = "pci.bus_id,fabric.state,fabric.status"
-# CUresult values a missing fabric manager gives (cuda.h)
+# CUresult values (cuda.h): what a missing fabric manager gives, and its neighbours
 CUDA_ERRORS = {
+    100: "CUDA_ERROR_NO_DEVICE",
     802: "CUDA_ERROR_SYSTEM_NOT_READY: system not yet initialized",
     803: "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
 }
