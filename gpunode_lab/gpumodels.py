@@ -46,6 +46,7 @@ def gpus_document(model: GpuModel, count: int, host: str) -> dict[str, Any]:
         "power_limit_w": model.spec.power_limit_w,
         "pci_device_id": f"0x{model.spec.pci_device:04x}",
         "bus_ids": bus_ids(count),
+        "nvswitches": model.spec.nvswitches,
         "uuids": uuids,
         "host": host,
     }
@@ -64,4 +65,23 @@ def pci_devices(model: GpuModel, count: int) -> list[dict[str, str]]:
                 "label": model.spec.pci_name,
             }
         )
-    return out
+    return out + nvswitch_devices(model)
+
+
+# The NVSwitch of HGX H100/H200 boards as pci.ids names it.
+NVSWITCH_DEVICE, NVSWITCH_NAME = 0x22A3, "GH100 [H100 NVSwitch]"
+
+
+def nvswitch_devices(model: GpuModel) -> list[dict[str, str]]:
+    """The board's NVSwitches: NVIDIA functions of class 0x0680 (Bridge), on buses of their
+    own as on the real boards (0000:07:00.0 ...)."""
+    return [
+        {
+            "slot": f"0000:{7 + i:02x}:00.0",
+            "vendor": f"0x{NVIDIA_VENDOR:04x}",
+            "device": f"0x{NVSWITCH_DEVICE:04x}",
+            "class": "0x068000",
+            "label": NVSWITCH_NAME,
+        }
+        for i in range(model.spec.nvswitches)
+    ]

@@ -130,6 +130,9 @@ def build_root(spec: dict[str, Any]) -> None:
         if os.path.isdir(f"{m}{hidden}"):
             mount("gpunode-lab-mask", f"{m}{hidden}", "tmpfs", 0, "size=4k,mode=700")
     os.makedirs(f"{m}/run/sshd", mode=0o755, exist_ok=True)
+    # systemd's mark that it is the init (what `systemctl` checks, and gpunode's service
+    # operation): the lab's systemctl stand-in runs the units lab packages ship
+    os.makedirs(f"{m}/run/systemd/system", mode=0o755, exist_ok=True)
 
     boot_id = f"{spec['ctl']}/boot_id"
     write(boot_id, spec["boot_id"] + "\n", 0o444)
@@ -177,6 +180,19 @@ def build_root(spec: dict[str, Any]) -> None:
         f.write(secure_boot_bytes(bool(spec.get("secure_boot"))))
 
 
+WANTS = "/etc/systemd/system/multi-user.target.wants"
+
+
+def start_enabled_units() -> None:
+    """What systemd does at boot for the units enabled by the lab's systemctl stand-in."""
+    try:
+        names = sorted(n for n in os.listdir(WANTS) if n.endswith(".service"))
+    except OSError:
+        return
+    for name in names:
+        subprocess.run(["/usr/bin/systemctl", "start", name], check=False, timeout=30)
+
+
 class Init:
     def __init__(self, spec: dict[str, Any], ctl_fd: int) -> None:
         self.spec = spec
@@ -222,6 +238,7 @@ class Init:
         signal.signal(signal.SIGTERM, lambda *_: os._exit(EXIT_POWEROFF))
         signal.signal(signal.SIGUSR1, lambda *_: self.reconcile())
         self.reconcile()
+        start_enabled_units()
         with open("/run/gpunode-lab-ready", "w") as f:
             f.write(f"{time.time()}\n")
         while True:  # PID 1 adopts every orphan of the host: reap them all

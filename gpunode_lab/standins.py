@@ -42,23 +42,75 @@ exec /usr/sbin/$action
 
 SYSTEMCTL = """\
 #!/bin/sh
-# gpunode lab stand-in for systemctl: the lab's hosts have no systemd.
-# Power verbs act on the simulated host; every other verb is accepted and ignored.
+# gpunode lab stand-in for systemctl. Power verbs act on the simulated host. A unit whose
+# file a lab package ships (marked "# gpunode lab unit"; ExecStart=, PIDFile=) is run:
+# enable links it into
+# multi-user.target.wants (the lab's init starts those at boot), start runs ExecStart and
+# fails as systemd does when that exits non-zero, is-active reads the PIDFile's process.
+# Every other unit and verb is accepted and ignored.
+verb=; units=; quiet=
 for arg in "$@"; do
     case "$arg" in
         reboot|kexec) exec /usr/sbin/reboot ;;
         poweroff|halt) exec /usr/sbin/poweroff ;;
-        -*) ;;
         is-system-running) echo running; exit 0 ;;
-        *) echo "systemctl (gpunode lab, no systemd): ignoring: $*" >&2; exit 0 ;;
+        -q|--quiet) quiet=1 ;;
+        -*) ;;
+        *) if [ -z "$verb" ]; then verb=$arg; else units="$units ${arg%.service}"; fi ;;
     esac
 done
-exit 0
+wants=/etc/systemd/system/multi-user.target.wants
+unit_file() {
+    for d in /etc/systemd/system /lib/systemd/system /usr/lib/systemd/system; do
+        f=$d/$1.service
+        [ -f "$f" ] && grep -qx '# gpunode lab unit' "$f" && { echo "$f"; return 0; }
+    done
+    return 1
+}
+key() { sed -n "s/^$2=//p" "$1" | head -n 1; }
+alive() {
+    pidfile=$(key "$1" PIDFile)
+    # /proc, not kill -0: `is-active` answers any user, as systemd's does
+    [ -n "$pidfile" ] && [ -s "$pidfile" ] && [ -d "/proc/$(cat "$pidfile")" ]
+}
+say() { [ -n "$quiet" ] || echo "$@"; }
+rc=0
+for u in $units; do
+    if ! f=$(unit_file "$u"); then
+        echo "systemctl (gpunode lab): no lab unit $u, ignoring: $verb" >&2
+        continue
+    fi
+    case "$verb" in
+        enable) mkdir -p "$wants" && ln -sfn "$f" "$wants/$u.service"
+                say "Created symlink $wants/$u.service -> $f." ;;
+        disable) rm -f "$wants/$u.service" ;;
+        is-enabled) if [ -e "$wants/$u.service" ]; then say enabled; else say disabled; rc=1; fi ;;
+        is-active) if alive "$f"; then say active; else say inactive; rc=3; fi ;;
+        start|restart)
+            if [ "$verb" = restart ] && alive "$f"; then
+                kill "$(cat "$(key "$f" PIDFile)")"; rm -f "$(key "$f" PIDFile)"
+            fi
+            alive "$f" && continue
+            if ! sh -c "$(key "$f" ExecStart)" </dev/null >/dev/null 2>&1; then
+                echo "Job for $u.service failed because the control process exited with" \\
+                    "error code." >&2
+                echo "See \\"systemctl status $u.service\\" and \\"journalctl -xeu" \\
+                    "$u.service\\" for details." >&2
+                rc=1
+            fi ;;
+        stop) if alive "$f"; then kill "$(cat "$(key "$f" PIDFile)")"; fi
+              rm -f "$(key "$f" PIDFile)" ;;
+        status) if alive "$f"; then echo "     Active: active (running)"
+                else echo "     Active: inactive (dead)"; rc=3; fi ;;
+        *) ;;
+    esac
+done
+exit $rc
 """
 
 LSPCI = """\
 #!/bin/sh
-# gpunode lab stand-in for lspci: lists the simulated GPUs (like `lspci -nn`).
+# gpunode lab stand-in for lspci: lists the simulated GPUs and NVSwitches (like `lspci -nn`).
 for dev in /sys/bus/pci/devices/*; do
     [ -f "$dev/vendor" ] || continue
     slot=${dev##*/}
@@ -68,6 +120,7 @@ for dev in /sys/bus/pci/devices/*; do
     label=$(cat "$dev/label" 2>/dev/null)
     case "$class" in
         0300) cname="VGA compatible controller" ;;
+        0680) cname="Bridge" ;;
         *) cname="3D controller" ;;
     esac
     echo "${slot#0000:} $cname [$class]: NVIDIA Corporation $label [$vendor:$device] (rev a1)"

@@ -53,6 +53,18 @@ def driver_replaced_pattern() -> str:
     return "(nvidia-open|cuda-drivers|nvidia-driver-pinning|libnvidia-compute)(-[0-9]+)?"
 
 
+def fabricmanager_package(branch: str) -> str:
+    """NVSwitch systems' Fabric Manager for a branch: nvidia-fabricmanager-580, or
+    nvidia-fabricmanager from the unversioned branches on. Its versions are the driver's
+    releases (580.95.05-1) and it runs only beside a module of exactly its release."""
+    return "nvidia-fabricmanager" if unversioned(branch) else f"nvidia-fabricmanager-{branch}"
+
+
+def fabricmanager_replaced_pattern() -> str:
+    """Held Fabric Manager packages of any branch: they block a switch of branches."""
+    return "nvidia-fabricmanager(-[0-9]+)?"
+
+
 def wanted_release(driver: Driver) -> str:
     """The release the stack asks for: the pinned one, else its branch (a prefix)."""
     return driver.version or driver.branch

@@ -7,6 +7,7 @@ and back (`HostFacts.model_validate_json`) for fixtures and run records.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -154,6 +155,36 @@ class Kernels(_Fact):
     headers: list[str] = Field(default_factory=list)  # /usr/src/linux-headers-<k> or .../build
 
 
+class NvSwitch(_Fact):
+    """An NVSwitch on the PCI bus (8-GPU HGX/DGX boards): `Bridge [0680]` in lspci."""
+
+    slot: str  # "0000:07:00.0"
+    device_id: str = ""  # "22a3"
+    description: str = ""  # lspci's: "Bridge [0680]: NVIDIA Corporation GH100 [H100 NVSwitch] ..."
+
+
+class GpuFabric(_Fact):
+    """One GPU's NVSwitch fabric registration, as nvidia-smi reports it."""
+
+    bus_id: str
+    state: str  # "Completed", "In Progress", "Not Started", "N/A" (no fabric)
+    status: str  # "Success" once completed; "N/A" before
+
+
+class Fabric(_Fact):
+    """The fabric state of each GPU; read only on hosts with NVSwitches."""
+
+    gpus: list[GpuFabric] = Field(default_factory=list)
+    error: str | None = None  # nvidia-smi's answer when it could not say
+
+    @property
+    def completed(self) -> bool:
+        """Every GPU registered with the fabric: what CUDA waits for on NVSwitch systems."""
+        return bool(self.gpus) and all(
+            (g.state, g.status) == ("Completed", "Success") for g in self.gpus
+        )
+
+
 class HostFacts(_Fact):
     hostname: str = ""
     os: OsRelease = Field(default_factory=OsRelease)
@@ -187,6 +218,10 @@ class HostFacts(_Fact):
     """`dkms status`, line by line (empty without dkms)."""
     gpunode_holds: list[str] = Field(default_factory=list)
     """Packages gpunode held itself (/var/lib/gpunode/holds); other holds are the admin's."""
+    nvswitches: list[NvSwitch] = Field(default_factory=list)
+    """NVSwitches on the PCI bus: the host needs NVIDIA Fabric Manager."""
+    fabric: Fabric = Field(default_factory=Fabric)
+    """Each GPU's fabric state (hosts with NVSwitches only)."""
     errors: list[str] = Field(default_factory=list)
     """Sections the parser could not read, with why; never fatal."""
     gather_seconds: float = 0.0
@@ -210,6 +245,17 @@ class HostFacts(_Fact):
             d.installed and (d.module, d.version, d.kernel) == (module, version, kernel)
             for d in self.dkms
         )
+
+    @property
+    def fabricmanager(self) -> Package | None:
+        """The installed Fabric Manager package (nvidia-fabricmanager-580 or, from 590 on,
+        nvidia-fabricmanager), whatever its branch."""
+        found = [
+            p
+            for n, p in sorted(self.packages.items())
+            if p.installed and re.fullmatch(r"nvidia-fabricmanager(-[0-9]+)?", n)
+        ]
+        return found[0] if found else None
 
     def free_bytes(self, path: str) -> int | None:
         best = None

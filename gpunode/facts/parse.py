@@ -18,12 +18,15 @@ from gpunode.facts.model import (
     CudaToolkit,
     Disk,
     DkmsModule,
+    Fabric,
     FileAttrs,
+    GpuFabric,
     GpuProcess,
     HostFacts,
     KernelModule,
     Kernels,
     NvidiaSmi,
+    NvSwitch,
     OsRelease,
     Package,
     PciGpu,
@@ -121,6 +124,57 @@ def _pci(f: HostFacts, sections: dict[str, str]) -> None:
             m = re.search(r"\[10de:([0-9a-f]{4})\]", desc)
             if m and re.search(r"\[03[0-9a-f]{2}\]", desc):
                 f.pci_gpus.append(PciGpu(slot=slot, device_id=m.group(1), description=desc))
+
+
+# NVSwitch device ids (pci.ids: GA100 [A100 NVSwitch] 1af1, GH100 [H100 NVSwitch] 22a3, the
+# H200 HGX board's too); a newer one is known by lspci's name for it.
+NVSWITCH_IDS = frozenset({"1af1", "22a3"})
+
+
+def _nvswitches(f: HostFacts, sections: dict[str, str]) -> None:
+    """NVIDIA functions of class 0x0680 (`Bridge [0680]`) that are NVSwitches; the old
+    nForce chipsets' NVIDIA bridges are not."""
+    descriptions: dict[str, str] = {}
+    for line in sections.get("lspci", "").splitlines():
+        slot, _, desc = line.partition(" ")
+        descriptions[slot] = desc.strip()
+    found: dict[str, NvSwitch] = {}
+    for line in sections.get("pci", "").splitlines():
+        cols = line.split()
+        if len(cols) == 4 and cols[1] == "0x10de" and cols[3].startswith("0x0680"):
+            found[cols[0]] = NvSwitch(slot=cols[0], device_id=cols[2].removeprefix("0x"))
+    for slot, desc in descriptions.items():  # no sysfs (or a container): lspci alone
+        m = re.search(r"\[0680\]: .*\[10de:([0-9a-f]{4})\]", desc)
+        if m and slot not in found and not sections.get("pci", "").strip():
+            found[slot] = NvSwitch(slot=slot, device_id=m.group(1))
+    for sw in found.values():
+        sw.description = descriptions.get(sw.slot, "")
+        if sw.device_id in NVSWITCH_IDS or "nvswitch" in sw.description.lower():
+            f.nvswitches.append(sw)
+
+
+def parse_fabric(text: str) -> Fabric:
+    """The fabric section: `--query-gpu=pci.bus_id,fabric.state,fabric.status` lines
+    (`00000000:07:00.0, Completed, Success`), or, from an nvidia-smi without those fields,
+    `nvidia-smi -q`'s `GPU <bus id>` lines and their Fabric `State` and `Status`."""
+    fabric = Fabric()
+    said: list[str] = []
+    current: GpuFabric | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) == 3 and re.fullmatch(r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f:.]+", cells[0]):
+            fabric.gpus.append(GpuFabric(bus_id=cells[0], state=cells[1], status=cells[2]))
+        elif m := re.fullmatch(r"GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f:.]+)", line):
+            current = GpuFabric(bus_id=m.group(1), state="", status="")
+            fabric.gpus.append(current)
+        elif current is not None and (m := re.fullmatch(r"(State|Status)\s*: (.*)", line)):
+            setattr(current, m.group(1).lower(), m.group(2).strip())
+        elif line:
+            said.append(line)
+    if not fabric.gpus and said:
+        fabric.error = said[0]
+    return fabric
 
 
 def _module(f: HostFacts, sections: dict[str, str]) -> None:
@@ -424,11 +478,13 @@ def parse_facts(text: str) -> HostFacts:
         "kernels": _kernels,
         "dkms": lambda facts, t: setattr(facts, "dkms", parse_dkms_status(t)),
         "gpunode-holds": _gpunode_holds,
+        "fabric": lambda facts, t: setattr(facts, "fabric", parse_fabric(t)),
     }
     combined: dict[str, Callable[[HostFacts, dict[str, str]], None]] = {
         "pci": _pci,
         "module": _module,
         "smi": _smi,
+        "nvswitches": _nvswitches,
     }
     if "end" not in sections:
         f.errors.append("facts output ended early (no '### end' section): it may be incomplete")

@@ -179,4 +179,19 @@ have dkms && dkms status 2>/dev/null
 section gpunode-holds
 [ -r /var/lib/gpunode/holds ] && cat /var/lib/gpunode/holds
 # --- end holds ---
+# --- NVSwitch fabric: each GPU's fabric state, asked only where NVSwitches are (an NVIDIA
+# function of class 0x0680 on the bus); an nvidia-smi without the query fields has -q's ---
+section fabric
+nvsw=
+for d in /sys/bus/pci/devices/*; do
+  [ -r "$d/class" ] || continue
+  read -r ven < "$d/vendor"; read -r cls < "$d/class"
+  [ "$ven" = 0x10de ] && case "$cls" in 0x0680*) nvsw=1 ;; esac
+done
+if [ -n "$nvsw" ] && have nvidia-smi; then
+  nvidia-smi --query-gpu=pci.bus_id,fabric.state,fabric.status --format=csv,noheader 2>&1 ||
+    nvidia-smi -q 2>&1 | awk '/^GPU /{print; next} /^    Fabric$/{f=1; next}
+      /^    [^ ]/{f=0} f && /^        (State|Status) /{print}'
+fi
+# --- end fabric ---
 section end

@@ -83,6 +83,8 @@ def render(name: str, f: HostFacts) -> str:
                          f"persistence {persistence}"))  # fmt: skip
     else:
         rows.append(("nvidia-smi", f.smi.error or "unavailable"))
+    if f.nvswitches:
+        rows += _nvswitch_rows(f)
     rows.append(("gpu processes", "; ".join(p.shown() for p in f.gpu_processes) or "none"))
     installed = [p for p in f.packages.values() if p.installed]
     held = [p.name for p in installed if p.held]
@@ -125,3 +127,25 @@ def render(name: str, f: HostFacts) -> str:
     width = max(len(k) for k, _ in rows)
     body = "\n".join(f"  {k.ljust(width)}  {v}" for k, v in rows)
     return f"{name}: gathered in {f.gather_seconds:.2f}s\n{body}\n"
+
+
+def _nvswitch_rows(f: HostFacts) -> list[tuple[str, str]]:
+    """NVSwitches, each GPU's fabric state and the fabric manager beside the module."""
+    states: dict[str, int] = {}
+    for g in f.fabric.gpus:
+        key = f"{g.state}, {g.status}"
+        states[key] = states.get(key, 0) + 1
+    fabric = "; ".join(f"{k} ({n} GPUs)" for k, n in states.items()) or f.fabric.error or "?"
+    fm = f.fabricmanager
+    if fm is None:
+        manager = "not installed"
+    else:
+        manager = f"{fm.name} {fm.version}" + (" (held)" if fm.held else "")
+        release = fm.version.split("-")[0]
+        if f.module.version and release != f.module.version:
+            manager += f": not the loaded module's release {f.module.version}"
+    return [
+        ("nvswitches", f"{len(f.nvswitches)}: " + ", ".join(s.slot for s in f.nvswitches)),
+        ("fabric", fabric),
+        ("fabric manager", manager),
+    ]

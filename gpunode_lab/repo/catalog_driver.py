@@ -10,6 +10,7 @@ from __future__ import annotations
 from importlib import resources
 
 from gpunode_lab.repo.deb import LIBDIR, Package, Payload
+from gpunode_lab.repo.libcuda import libcuda
 from gpunode_lab.repo.nvidia_repo import Branch
 
 FLAVORS = ("open", "proprietary")
@@ -55,6 +56,7 @@ def driver_packages(branches: tuple[Branch, ...]) -> list[Package]:
     for branch in branches:
         for release in branch.releases:
             out += _userspace(branches, branch, release)
+            out += _fabric(branches, branch, release)
             for flavor in FLAVORS:
                 out += _flavour(branches, branch, release, flavor)
         if branch.unversioned and branch.releases:
@@ -77,7 +79,7 @@ def _userspace(branches: tuple[Branch, ...], branch: Branch, release: str) -> li
             section="multiverse/libs",
             provides=["libcuda.so.1", "libnvidia-ml.so.1"],
             files=[
-                Payload(f"{LIBDIR}/libcuda.so.{release}"),
+                Payload(f"{LIBDIR}/libcuda.so.{release}", libcuda(release), 0o644),
                 Payload(f"{LIBDIR}/libcuda.so.1", symlink=f"libcuda.so.{release}"),
                 Payload(f"{LIBDIR}/libnvidia-ml.so.{release}"),
                 Payload(f"{LIBDIR}/libnvidia-ml.so.1", symlink=f"libnvidia-ml.so.{release}"),
@@ -115,6 +117,76 @@ def _userspace(branches: tuple[Branch, ...], branch: Branch, release: str) -> li
             replaces=others("nvidia-compute-utils"),
         ),
     ]
+
+
+FM_UNIT = "/lib/systemd/system/nvidia-fabricmanager.service"
+FM_PIDFILE = "/run/nvidia-fabricmanager/nv-fabricmanager.pid"
+
+
+def _fabric(branches: tuple[Branch, ...], branch: Branch, release: str) -> list[Package]:
+    """NVSwitch systems' packages, one per driver release at <release>-1 as NVIDIA's are:
+    nvidia-fabricmanager-<branch> (its daemon and systemd unit) and libnvidia-nscq-<branch>
+    (the NVSwitch query library DCGM reads; Fabric Manager does not need it)."""
+    fm = branch.named("nvidia-fabricmanager")
+    nscq = branch.named("libnvidia-nscq")
+    unit = (
+        "# gpunode lab unit\n[Unit]\nDescription=NVIDIA fabric manager service\n\n"
+        "[Service]\nUser=root\nType=forking\nTimeoutStartSec=240\n"
+        "ExecStart=/usr/bin/nv-fabricmanager -c /usr/share/nvidia/nvswitch/fabricmanager.cfg\n"
+        f"PIDFile={FM_PIDFILE}\n\n[Install]\nWantedBy=multi-user.target\n"
+    )
+    return [
+        Package(
+            fm,
+            f"{release}-1",
+            f"Fabric Manager for NVSwitch based systems\n Stand-in nv-fabricmanager {release}: it"
+            " starts only beside a loaded nvidia module of the same release.",
+            section="multiverse/utils",
+            files=[
+                Payload("/usr/bin/nv-fabricmanager", _fm_daemon(release), 0o755),
+                Payload(FM_UNIT, unit.encode()),
+                Payload("/usr/share/nvidia/nvswitch/fabricmanager.cfg", b"LOG_LEVEL=4\n"),
+            ],
+            conflicts=_swap([b.named("nvidia-fabricmanager") for b in branches], fm),
+            replaces=_swap([b.named("nvidia-fabricmanager") for b in branches], fm),
+        ),
+        Package(
+            nscq,
+            f"{release}-1",
+            f"NVSwitch Configuration and Query library\n Stand-in libnvidia-nscq {release}.",
+            section="multiverse/libs",
+            files=[Payload(f"{LIBDIR}/libnvidia-nscq.so.{release}")],
+            conflicts=_swap([b.named("libnvidia-nscq") for b in branches], nscq),
+            replaces=_swap([b.named("libnvidia-nscq") for b in branches], nscq),
+        ),
+    ]
+
+
+def _fm_daemon(release: str) -> bytes:
+    """nv-fabricmanager as the lab plays it: refuses a module of another release (with the
+    real daemon's message, in its log), else forks a daemon that writes its PID file."""
+    return (
+        "#!/bin/sh\n"
+        f"# gpunode lab stand-in for nv-fabricmanager {release} (NVSwitch Fabric Manager).\n"
+        f"release={release}\n"
+        "run=/run/nvidia-fabricmanager\n"
+        "loaded=$(cat /sys/module/nvidia/version 2>/dev/null)\n"
+        'if [ "$loaded" != "$release" ]; then\n'
+        "  msg=\"fabric manager NVIDIA GPU driver interface version $release don't match with"
+        " driver version ${loaded:-(no driver loaded)}. Please update with matching NVIDIA"
+        ' driver package."\n'
+        '  echo "$msg" >&2\n'
+        '  echo "[$(date)] [ERROR] [tid $$] $msg" >> /var/log/fabricmanager.log\n'
+        "  exit 1\n"
+        "fi\n"
+        'mkdir -p "$run" && echo "$release" > "$run/version"\n'
+        "setsid sh -c 'echo $$ > /run/nvidia-fabricmanager/nv-fabricmanager.pid;"
+        " exec sleep infinity' </dev/null >/dev/null 2>&1 &\n"
+        "i=0\n"
+        'while [ ! -s "$run/nv-fabricmanager.pid" ] && [ $i -lt 100 ]; do'
+        " sleep 0.05; i=$((i + 1)); done\n"
+        '[ -s "$run/nv-fabricmanager.pid" ]\n'
+    ).encode()
 
 
 def _flavour(

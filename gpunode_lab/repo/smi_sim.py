@@ -63,6 +63,7 @@ class Model:
     fan: bool
     pci_name: str  # as lspci prints it
     pci_class: int  # 0x0302: 3D controller (data-centre cards), 0x0300: VGA
+    nvswitches: int = 0  # NVSwitch bridges on the board (HGX: 4 for 8 GPUs)
 
     @property
     def pci_device(self) -> int:
@@ -75,6 +76,12 @@ MODELS: dict[str, Model] = {
     "H200": Model(
         "NVIDIA H200", "Hopper", 143771, 616, 700, 200, 95.0, 1980, 3201, "233510DE", "NV18", False,
         "GH100 [H200 SXM 141GB]", 0x030200,
+    ),
+    # An 8-GPU HGX H200 board: the H200's GPUs behind four third-generation NVSwitches
+    # (lspci: "Bridge [0680]: NVIDIA Corporation GH100 [H100 NVSwitch] [10de:22a3]").
+    "H200-HGX": Model(
+        "NVIDIA H200", "Hopper", 143771, 616, 700, 200, 95.0, 1980, 3201, "233510DE", "NV18", False,
+        "GH100 [H200 SXM 141GB]", 0x030200, nvswitches=4,
     ),
     "H100": Model(
         "NVIDIA H100 80GB HBM3", "Hopper", 81559, 530, 700, 200, 70.0, 1980, 2619, "233010DE",
@@ -117,6 +124,26 @@ def find_model(key: str, name: str) -> Model:
     return MODELS["H200"]
 
 
+FM_RUN = ROOT / "run/nvidia-fabricmanager"
+
+
+def fabric_state(nvswitches: int) -> tuple[str, str]:
+    """On an NVSwitch board each GPU registers with the fabric once the fabric manager runs
+    at the loaded module's release (until then CUDA fails with 802, "system not yet
+    initialized"); without NVSwitches there is no fabric: N/A, as the real captures say."""
+    if not nvswitches:
+        return ("N/A", "N/A")
+    module = str((_read_json(ETC / "module.json") or {}).get("version"))
+    try:
+        pid = int((FM_RUN / "nv-fabricmanager.pid").read_text().split()[0])
+        version = (FM_RUN / "version").read_text().strip()
+    except (OSError, ValueError, IndexError):
+        return ("In Progress", "N/A")
+    if version == module and Path(f"/proc/{pid}").exists():
+        return ("Completed", "Success")
+    return ("In Progress", "N/A")
+
+
 @dataclass
 class Gpu:
     index: int
@@ -135,6 +162,7 @@ class Gpu:
     sm_clock: int
     serial: str
     pid: int | None
+    fabric: tuple[str, str] = ("N/A", "N/A")  # nvidia-smi's Fabric State and Status
 
     @property
     def mem_free(self) -> int:
@@ -157,6 +185,7 @@ def sample(doc: dict[str, Any], load: dict[str, Any], now: float) -> list[Gpu]:
     pattern = str(load.get("pattern", "idle"))
     seed = int(load.get("seed", 0))
     tick = int(now)
+    fabric = fabric_state(int(doc.get("nvswitches") or 0))
     gpus = []
     for i in range(count):
         limit = int(doc.get("power_limit_w") or model.power_limit_w)
@@ -194,6 +223,7 @@ def sample(doc: dict[str, Any], load: dict[str, Any], now: float) -> list[Gpu]:
                 sm_clock=model.sm_max if util else IDLE_SM,
                 serial=str(1653724000000 + (seed * 7919 + i * 104729) % 1000000),
                 pid=(4100 + 37 * i + seed % 1000) if util else None,
+                fabric=fabric,
             )
         )
     return gpus
@@ -311,6 +341,8 @@ def _text_values(g: Gpu) -> dict[str, str]:
         "Max Clocks/Graphics": f"{m.sm_max} MHz",
         "Max Clocks/SM": f"{m.sm_max} MHz",
         "Max Clocks/Memory": f"{m.mem_clock} MHz",
+        "Fabric/State": g.fabric[0],
+        "Fabric/Status": g.fabric[1],
     }
 
 
@@ -349,6 +381,8 @@ _TEXT_TO_XML = {
     "Max Clocks/Graphics": "max_clocks/graphics_clock",
     "Max Clocks/SM": "max_clocks/sm_clock",
     "Max Clocks/Memory": "max_clocks/mem_clock",
+    "Fabric/State": "fabric/state",
+    "Fabric/Status": "fabric/status",
 }
 
 
@@ -591,6 +625,8 @@ def _gpu_fields() -> dict[str, tuple[str, FieldFn]]:
         "clocks.max.mem": (" [MHz]", c(lambda g: str(g.model.mem_clock), mhz)),
         "mig.mode.current": ("", c(lambda g: "Disabled")),
         "mig.mode.pending": ("", c(lambda g: "Disabled")),
+        "fabric.state": ("", c(lambda g: g.fabric[0])),
+        "fabric.status": ("", c(lambda g: g.fabric[1])),
     }
 
 

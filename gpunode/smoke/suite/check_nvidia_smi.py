@@ -1,4 +1,5 @@
-"""nvidia-smi: every expected GPU is listed, and the loaded kernel module is the installed driver.
+"""nvidia-smi: every expected GPU is listed, and the loaded kernel module is the installed driver;
+on NVSwitch systems every GPU is in the fabric and CUDA initialises (fabric.py).
 
 A module older than the user-space driver is what a driver upgrade without a
 reboot leaves behind: nvidia-smi then fails or reports a mismatch, and CUDA
@@ -13,8 +14,10 @@ import subprocess
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # on the host these run as scripts beside smokelib.py
+    from gpunode.smoke.suite.fabric import check as check_fabric
     from gpunode.smoke.suite.smokelib import Timer, emit, gpu_device_present
 else:
+    from fabric import check as check_fabric
     from smokelib import Timer, emit, gpu_device_present
 
 FIELDS = ("index", "name", "driver_version", "uuid", "pci.bus_id", "memory.total")
@@ -109,6 +112,7 @@ def main() -> int:
     else:
         status, reason = "pass", f"kernel module and driver are both {loaded}"
     emit("nvidia-smi/driver", status, reason, value=loaded, expected=userspace, seconds=t.seconds)
+    check_fabric(smi)  # NVSwitch systems: the fabric and CUDA's initialisation
     return 0
 
 
