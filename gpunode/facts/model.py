@@ -7,9 +7,12 @@ and back (`HostFacts.model_validate_json`) for fixtures and run records.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+_USERSPACE = re.compile(r"libnvidia-compute(?:-[0-9]+)?")
 
 
 class _Fact(BaseModel):
@@ -210,6 +213,26 @@ class HostFacts(_Fact):
             d.installed and (d.module, d.version, d.kernel) == (module, version, kernel)
             for d in self.dkms
         )
+
+    @property
+    def driver_userspace(self) -> str | None:
+        """The driver release of the installed user space (libnvidia-compute[-BRANCH], whose
+        libnvidia-ml nvidia-smi loads), as dpkg has it: 580.95.05."""
+        for name, pkg in sorted(self.packages.items()):
+            if pkg.installed and _USERSPACE.fullmatch(name):
+                return pkg.version.split(":")[-1].split("-")[0]
+        return None
+
+    @property
+    def driver_mismatch(self) -> str | None:
+        """Why NVML fails with "Driver/library version mismatch": the loaded module is not
+        the installed user space's release (an upgrade replaced the user space under it)."""
+        user = self.driver_userspace
+        if not self.module.loaded or not self.module.version or not user:
+            return None
+        if self.module.version == user:
+            return None
+        return f"module {self.module.version} loaded, user space {user} installed"
 
     def free_bytes(self, path: str) -> int | None:
         best = None
