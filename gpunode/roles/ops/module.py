@@ -25,7 +25,7 @@ class ModuleReloadArgs(Args):
     services: list[Name] = Field(
         ["nvidia-persistenced"],
         description="Units that hold the modules open: those running are stopped before the"
-        " unload and started again after the load.",
+        " unload (and started again when it is refused); all are started after the load.",
     )
     version: DebVersion | None = Field(
         None,
@@ -51,7 +51,7 @@ def reboot_because(facts: HostFacts, reload: bool) -> str | None:
 
 def reload_script(a: ModuleReloadArgs) -> str:
     """Stop the units that run, unload what is loaded (exit RELOAD_REFUSED, units started
-    again, when the kernel refuses), load every module, start the units, check the version."""
+    again, when the kernel refuses), load every module, start every unit, check the version."""
     mods = " ".join(q(m) for m in a.modules)
     base = a.modules[-1]
     units = " ".join(q(u) for u in a.services)
@@ -63,7 +63,7 @@ def reload_script(a: ModuleReloadArgs) -> str:
         f'if [ -n "$was" ] && ! modprobe -r $was; then [ -z "$ran" ] || systemctl start $ran;'
         f" exit {RELOAD_REFUSED}; fi",
         f'for m in {" ".join(q(m) for m in reversed(a.modules))}; do modprobe "$m" || exit 1; done',
-        '[ -z "$ran" ] || systemctl start $ran || exit 1',
+        *([f"systemctl start {units} || exit 1"] if units else []),
     ]
     if a.version:
         path = f"/sys/module/{base}/version"
@@ -81,7 +81,7 @@ class ModuleReload(Operation):
     differs from the one installed). With `reload: true` and a host where nothing holds the
     GPUs (no process in the facts' `gpu_processes`: a compute job, a display server) and
     nouveau is not loaded, the change stops the running `services`, unloads the loaded
-    `modules` (`modprobe -r`), loads them all again, starts the services and checks the
+    `modules` (`modprobe -r`), loads them all, starts every service and checks the
     base module's `version`. Otherwise, or with `reload: false`, it asks for a reboot,
     saying why. A reload is disruptive as a reboot is (busy GPUs refuse it, the
     inventory's hooks run around it), it runs after every other change, and a plan that
