@@ -263,8 +263,9 @@ for a in "$@"; do
     esac
 done
 [ -n "$mods" ] || { echo "modprobe: ERROR: missing parameters. See -h." >&2; exit 1; }
-holds() { # pattern: whether a process holds a matching /dev/nvidia* file open
-    find /proc/[0-9]*/fd -maxdepth 1 -lname "$1" 2>/dev/null | cut -d/ -f3 | grep -qvx "$$"
+holds() { # whether a process holds a matching /dev/nvidia* file open; a GPU job's private
+    # /dev (the gpu-busy knob's) reads from this namespace as a longer path ending so
+    find /proc/[0-9]*/fd -maxdepth 1 -lname "*$1" 2>/dev/null | cut -d/ -f3 | grep -qvx "$$"
 }
 in_use() {
     case "$1" in

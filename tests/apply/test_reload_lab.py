@@ -26,8 +26,8 @@ HOOKS = {
     "before_disrupt": f"echo before $(cat /proc/sys/kernel/random/boot_id) >> {LOG}",
     "after_disrupt": f"echo after $(cat /proc/sys/kernel/random/boot_id) >> {LOG}",
 }
-# A process that holds /dev/nvidia0 open under the name NAME (a file on a private /dev, as
-# the lab's gpu-busy job does): a display server, or a job started after the facts were read.
+# A job that holds /dev/nvidia0 open under the name NAME (a file on a private /dev, as the
+# lab's gpu-busy job does), started after the facts were read.
 HOLDER = (
     "cp /bin/sleep /run/{name} && setsid unshare -m sh -c 'mount -t tmpfs holder /dev"
     " && : > /dev/nvidia0 && exec /run/{name} 600 3</dev/nvidia0'"
@@ -55,19 +55,6 @@ def persistenced(inv: Path, host: str) -> str:
         inv, host, "systemctl is-active --quiet nvidia-persistenced"
         " && cat /run/nvidia-persistenced/nvidia-persistenced.pid || true",
     ).strip()  # fmt: skip
-
-
-def as_root(inv: Path, host: str, command: str) -> None:
-    from gpunode.inventory import load
-    from gpunode.transport.connect import open_transport
-
-    t = open_transport(load(inv).hosts[host])
-    t.connect()
-    try:
-        res = t.run(command, sudo=True, timeout=30)
-    finally:
-        t.close()
-    assert res.ok, res.stderr
 
 
 def plan(lab: Lab, inv: Path, host: str, *args: str) -> str:
@@ -142,18 +129,22 @@ def test_nouveau_makes_it_a_reboot_and_the_plan_says_why(lab: Lab, tmp_path: Pat
         assert lab.gpunode("lab", "fault", host, "nouveau", "--off").returncode == 0
 
 
-def test_a_display_server_holding_the_gpu_makes_it_a_reboot(lab: Lab, tmp_path: Path) -> None:
+def test_a_gpu_process_makes_it_a_reboot_and_the_plan_says_why(lab: Lab, tmp_path: Path) -> None:
     host = "lab-02"
     inv = installed(lab, tmp_path, host)
-    as_root(inv, host, HOLDER.format(name="Xorg"))
-    pid = on_host(inv, host, "pgrep -x Xorg").strip()
-    assert pid
-    boot = lab.boot_id(host)
-    refused = lab.gpunode("plan", str(inv), "-l", host)  # busy GPUs: refused, as for a reboot
-    assert refused.returncode == ExitCode.BAD_INPUT and f"pid {pid} (Xorg)" in refused.stdout
-    text = plan(lab, inv, host, "--allow-busy")
-    assert f"wanted: reboot: Xorg (pid {pid}) holds the GPUs" in text, text
-    code, evs, _ = run(lab, inv, "-l", host, "--no-smoke", "--allow-busy")
+    res = lab.gpunode("lab", "fault", host, "gpu-busy", "1024")
+    assert res.returncode == 0, res.stderr
+    try:
+        pid = on_host(inv, host, "cat /run/gpunode-lab-gpu-busy.pid").strip()
+        boot = lab.boot_id(host)
+        refused = lab.gpunode("plan", str(inv), "-l", host)  # busy GPUs: refused
+        assert refused.returncode == ExitCode.BAD_INPUT, refused.stdout
+        assert "GPUs in use, and the plan has a reboot" in refused.stdout, refused.stdout
+        text = plan(lab, inv, host, "--allow-busy")
+        assert f"wanted: reboot: python3 (pid {pid}) holds the GPUs" in text, text
+        code, evs, _ = run(lab, inv, "-l", host, "--no-smoke", "--allow-busy")
+    finally:
+        assert lab.gpunode("lab", "fault", host, "gpu-busy", "--off").returncode == 0
     assert code == ExitCode.OK, finished(evs)
     assert len(of(evs, "reboot-started", host)) == 1 and lab.boot_id(host) != boot
     assert loaded(inv, host) == NEW
