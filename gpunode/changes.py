@@ -10,6 +10,11 @@ LOG_TAIL = "last lines of "
 failure's message keeps every line after it (a build's make.log), not only the last few."""
 
 
+RELOAD_REFUSED = 75
+"""The exit status of a module reload whose unload was refused (the module is in use): the
+old module is still loaded, and a reboot loads the new one instead."""
+
+
 @dataclass(frozen=True)
 class Step:
     """One shell command; `stdin` feeds file contents so they never sit in argv."""
@@ -48,6 +53,10 @@ class Change:
     before: str | None = None
     after: str | None = None
     tags: tuple[str, ...] = ()
+    reload: str | None = None
+    """A kernel module reload in place of a reboot: what a reboot in its place would say
+    (why the module must change). The executor reboots instead when the unload is refused
+    (RELOAD_REFUSED); the planner folds it into a reboot the plan makes anyway."""
 
     @property
     def roles(self) -> tuple[str, ...]:

@@ -58,7 +58,8 @@ KNOBS = {
     "nouveau": "the nouveau kernel module is loaded (at boot too, and then nvidia is not,"
     " unless update-initramfs wrote an initramfs that blacklists it)",
     "hold": "apt-mark hold VALUE in the host",
-    "bg-upgrade": "a background upgrade bumps the driver's user-space libraries (one-shot)",
+    "bg-upgrade": "an unattended upgrade moves the driver's packages that are not held to the"
+    " newest of their branch, under the loaded module (one-shot)",
     "load": "GPU load pattern VALUE: idle, busy or wave",
     "gpu-busy": "a GPU job holds /dev/nvidia0, using VALUE MiB (default 40960)",
     "newer-kernel": "a newer kernel is installed without its headers and boots next (one-shot)",
@@ -172,22 +173,34 @@ def _stop_dpkg_lock(pid: int) -> None:
     _sh(pid, "f=/run/gpunode-lab-dpkg-lock.pid; [ -f $f ] && kill $(cat $f); rm -f $f; true")
 
 
+# As unattended-upgrades does with the driver's origin allowed: every installed driver
+# package that is not held moves to the newest release of its branch; dpkg runs the DKMS
+# package's postinst (the new module is built), the loaded module stays. Without the
+# packages (a bare stand-in driver) the recorded release is bumped instead.
 BG_UPGRADE_SH = r"""
 f=/usr/share/gpunode-lab/driver-version
 [ -f "$f" ] || { echo "no simulated driver is installed" >&2; exit 3; }
 read -r old flavor < "$f"
-pkgs=$(dpkg-query -W -f '${Package} ${Status}\n' 'libnvidia-compute-*' 2>/dev/null \
-       | awk '/ installed$/ {print $1}')
+list() {
+    dpkg-query -W -f '${Package} ${Status}\n' 'libnvidia-compute*' 'nvidia-utils*' \
+        'nvidia-compute-utils*' 'nvidia-dkms*' 'nvidia-driver*' 'nvidia-open*' 'cuda-drivers*' \
+        2>/dev/null \
+        | awk -v w="$1" '$NF == "installed" && ($2 == "hold") == (w == "held") {print $1}'
+}
+pkgs=$(list free); held=$(list held)
 if [ -n "$pkgs" ]; then
     apt-get update -q >/dev/null 2>&1
-    apt-get install -y -q --only-upgrade $pkgs >/dev/null 2>&1
+    if ! out=$(apt-get install -y -q --only-upgrade $pkgs 2>&1); then
+        printf '%s\n' "$out" | tail -n 3 >&2; exit 4
+    fi
+elif [ -n "$held" ]; then
+    echo "the driver's packages are held: an unattended upgrade leaves them" >&2; exit 5
+else
+    last=${old##*.}
+    echo "${old%.*}.$(printf '%02d' "$(expr "$last" + 1)") $flavor" > "$f"
 fi
 read -r new flavor2 < "$f"
-if [ "$new" = "$old" ]; then
-    last=${old##*.}
-    new=${old%.*}.$(printf '%02d' "$(expr "$last" + 1)")
-    echo "$new $flavor" > "$f"
-fi
+[ "$new" != "$old" ] || { echo "nothing to upgrade: $old is the newest of its branch" >&2; exit 5; }
 echo "$old -> $new"
 """
 

@@ -35,6 +35,7 @@ DISK_FULL_SH = (
 DISK_FULL_OFF_SH = "umount /var/cache/apt/archives"
 
 EFI_GUID = "8be4df61-93ca-11d2-aa0d-00e098032b8c"
+PERSISTENCED = "/usr/bin/nvidia-persistenced"
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -239,6 +240,15 @@ class Init:
         signal.signal(signal.SIGUSR1, lambda *_: self.reconcile())
         self.reconcile()
         start_enabled_units()
+        if os.path.isdir("/sys/module/nvidia") and os.access(PERSISTENCED, os.X_OK):
+            # the package's unit is enabled: it starts at boot once the module has loaded
+            subprocess.run(
+                ["/usr/bin/systemctl", "start", "nvidia-persistenced"],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                check=False,
+            )
         with open("/run/gpunode-lab-ready", "w") as f:
             f.write(f"{time.time()}\n")
         while True:  # PID 1 adopts every orphan of the host: reap them all

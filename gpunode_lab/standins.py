@@ -40,7 +40,9 @@ done
 exec /usr/sbin/$action
 """
 
-SYSTEMCTL = """\
+PERSISTENCED_PID = "/run/nvidia-persistenced/nvidia-persistenced.pid"
+SYSTEMCTL = (
+    """\
 #!/bin/sh
 # gpunode lab stand-in for systemctl. Power verbs act on the simulated host. A unit whose
 # file a lab package ships (marked "# gpunode lab unit"; ExecStart=, PIDFile=) is run:
@@ -59,6 +61,39 @@ for arg in "$@"; do
         *) if [ -z "$verb" ]; then verb=$arg; else units="$units ${arg%.service}"; fi ;;
     esac
 done
+# nvidia-persistenced runs as a daemon with no unit file of the lab's: it needs the
+# package's binary and a loaded nvidia module (the module's users cannot unload it)
+"""
+    + "pidf=" + PERSISTENCED_PID + "\n"
+    + """\
+p_alive() { [ -f "$pidf" ] && [ -d "/proc/$(cat "$pidf")" ]; }
+if [ "${units# }" = nvidia-persistenced ]; then
+    case "$verb" in
+        is-active)
+            if p_alive; then [ -n "$quiet" ] || echo active; exit 0; fi
+            [ -n "$quiet" ] || echo inactive; exit 3 ;;
+        stop)
+            if p_alive; then kill "$(cat "$pidf")"; fi
+            rm -f "$pidf"; exit 0 ;;
+        start|restart)
+            [ "$verb" = restart ] && "$0" stop nvidia-persistenced
+            p_alive && exit 0
+            if [ ! -x /usr/bin/nvidia-persistenced ]; then
+                echo "Failed to start nvidia-persistenced.service:" \\
+                    "Unit nvidia-persistenced.service not found." >&2
+                exit 5
+            fi
+            if [ ! -d /sys/module/nvidia ]; then
+                echo "Job for nvidia-persistenced.service failed because the control" \\
+                    "process exited with error code." >&2
+                exit 1
+            fi
+            mkdir -p "${pidf%/*}"
+            setsid sh -c 'echo $$ > "$0"; exec sleep infinity' "$pidf" </dev/null >/dev/null 2>&1 &
+            for i in $(seq 50); do p_alive && exit 0; sleep 0.1; done
+            exit 1 ;;
+    esac
+fi
 wants=/etc/systemd/system/multi-user.target.wants
 unit_file() {
     for d in /etc/systemd/system /lib/systemd/system /usr/lib/systemd/system; do
@@ -107,6 +142,7 @@ for u in $units; do
 done
 exit $rc
 """
+)
 
 LSPCI = """\
 #!/bin/sh
@@ -247,6 +283,96 @@ done
 """
 )
 
+
+def _modprobe() -> str:
+    from gpunode_lab.hostinit import nvrm_line
+
+    nvrm = {f: nvrm_line("%s", f).replace("\n", "\\n") for f in ("open", "proprietary")}
+    return (
+        """\
+#!/bin/sh
+# gpunode lab stand-in for modprobe: the nvidia modules of the simulated GPUs. Loading nvidia
+# loads what DKMS installed for the running kernel, at the installed driver's release, as the
+# lab's boot does; unloading is refused while a process holds /dev/nvidia* (or the persistence
+# daemon runs, which holds them), and for a module another loaded one uses, as the kernel does.
+"""
+        + _NEED_ROOT.replace("$1", "modprobe")
+        + "pidf="
+        + PERSISTENCED_PID
+        + f"\nnvrm_open='{nvrm['open']}'\nnvrm_proprietary='{nvrm['proprietary']}'\n"
+        + r"""state=/etc/gpunode-lab/module.json
+k=$(uname -r)
+remove=0; mods=
+for a in "$@"; do
+    case "$a" in
+        -r|--remove) remove=1 ;;
+        -*) ;;
+        *) mods="$mods $a" ;;
+    esac
+done
+[ -n "$mods" ] || { echo "modprobe: ERROR: missing parameters. See -h." >&2; exit 1; }
+holds() { # whether a process holds a matching /dev/nvidia* file open; a GPU job's private
+    # /dev (the gpu-busy knob's) reads from this namespace as a longer path ending so
+    find /proc/[0-9]*/fd -maxdepth 1 -lname "*$1" 2>/dev/null | cut -d/ -f3 | grep -qvx "$$"
+}
+in_use() {
+    case "$1" in
+        nvidia) [ -d /sys/module/nvidia_uvm ] || [ -d /sys/module/nvidia_modeset ] && return 0
+                { [ -f "$pidf" ] && [ -d "/proc/$(cat "$pidf")" ]; } && return 0
+                holds '/dev/nvidia[0-9c]*' ;;
+        nvidia_uvm) holds '/dev/nvidia-uvm*' ;;
+        nvidia_modeset) [ -d /sys/module/nvidia_drm ] || holds '/dev/nvidia-modeset' ;;
+        *) return 1 ;;
+    esac
+}
+load() {
+    [ -d "/sys/module/$1" ] && return 0
+    case "$1" in
+        nvidia) ;;
+        nvidia_uvm|nvidia_modeset|nvidia_drm) load nvidia || return 1 ;;
+        *) echo "modprobe: FATAL: Module $1 not found in directory /lib/modules/$k" >&2; return 1 ;;
+    esac
+    if [ ! -f "/lib/modules/$k/updates/dkms/nvidia.ko" ]; then
+        echo "modprobe: FATAL: Module $1 not found in directory /lib/modules/$k" >&2; return 1
+    fi
+    if [ "$1" = nvidia ]; then
+        if [ -d /sys/module/nouveau ]; then
+            echo "modprobe: ERROR: could not insert 'nvidia': No such device" >&2; return 1
+        fi
+        read -r v f < /usr/share/gpunode-lab/driver-version || return 1
+        [ "$f" = open ] || f=proprietary
+        mkdir -p /sys/module/nvidia /proc/driver/nvidia
+        echo "$v" > /sys/module/nvidia/version
+        if [ "$f" = open ]; then fmt=$nvrm_open; else fmt=$nvrm_proprietary; fi
+        printf "$fmt" "$v" > /proc/driver/nvidia/version
+        printf '{"loaded": true, "version": "%s", "flavor": "%s", "kernel": "%s"}
+'             "$v" "$f" "$k" > "$state"
+    fi
+    mkdir -p "/sys/module/$1" && echo live > "/sys/module/$1/initstate"
+}
+unload() {
+    if [ ! -d "/sys/module/$1" ]; then
+        echo "modprobe: FATAL: Module $1 is not in kernel." >&2; return 1
+    fi
+    if in_use "$1"; then echo "modprobe: FATAL: Module $1 is in use." >&2; return 1; fi
+    rm -rf "/sys/module/$1"
+    if [ "$1" = nvidia ]; then
+        rm -rf /proc/driver/nvidia
+        printf '{"loaded": false, "version": null, "flavor": null, "kernel": "%s"}
+' "$k"             > "$state"
+    fi
+}
+rc=0
+for m in $mods; do
+    if [ $remove = 1 ]; then unload "$m" || rc=1; else load "$m" || exit 1; fi
+done
+exit $rc
+"""
+    )
+
+
+MODPROBE = _modprobe()
+
 STANDINS: dict[str, str] = {
     "usr/sbin/reboot": REBOOT,
     "usr/sbin/poweroff": POWEROFF,
@@ -257,4 +383,5 @@ STANDINS: dict[str, str] = {
     "usr/local/bin/mokutil": MOKUTIL,
     "usr/local/bin/uname": UNAME,
     "usr/sbin/update-initramfs": UPDATE_INITRAMFS,
+    "usr/sbin/modprobe": MODPROBE,
 }

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from gpunode.changes import LOG_TAIL, Change, HostPlan
+from gpunode.changes import LOG_TAIL, RELOAD_REFUSED, Change, HostPlan
 from gpunode.events import (
     Bus,
     ChangeFinished,
@@ -106,6 +106,8 @@ class HostRun:
         self.after_disrupt: str | None = None
         """Set once before_disrupt has run (or would have): the hook the end of a good run
         owes the host."""
+        self.reboot_instead: str | None = None
+        """Why the host reboots after all: a module reload whose unload was refused."""
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -208,15 +210,16 @@ class HostRun:
                 return
             if not self._apply(plan, facts):
                 return
-        if plan.needs_reboot and self.opts.no_reboot:
-            reason = plan.changes[-1].reason
+        reason = self.reboot_instead or (plan.changes[-1].reason if plan.needs_reboot else "")
+        self.reboot_instead = None
+        if reason and self.opts.no_reboot:
             self.result.status = "reboot-pending"
             self.result.message = f"reboot pending: {reason}"
             self.bus.emit(RebootPending(self.host.name, reason=reason))
             self.bus.emit(HostStatusChanged(self.host.name, status="reboot-pending", detail=reason))
             return  # after_disrupt waits for the reboot: the host stays drained until then
-        if plan.needs_reboot:
-            if not self._reboot(plan, facts):
+        if reason:
+            if not self._reboot(reason, facts):
                 return
             facts, plan = self.read(apply=True)
             if plan.refused:
@@ -326,6 +329,8 @@ class HostRun:
                 return self._change_failed(c, i, start, done, why, diff, output)
             self.result.round_trips += 1
             done.append(step.shown())
+            if not res.ok and c.reload is not None and res.exit_code == RELOAD_REFUSED:
+                return self._reload_refused(c, i, start, done, res.stderr, diff)
             if not res.ok:
                 why = _why(res.exit_code, res.stderr, res.stdout, facts, str(step.command))
                 if res.exit_code == 255 and self._connection_lost():
@@ -349,6 +354,25 @@ class HostRun:
                 diff=diff,
             )
         )
+        return True
+
+    def _reload_refused(
+        self, c: Change, i: int, start: float, done: list[str], stderr: str, diff: str
+    ) -> bool:
+        """The kernel kept the old module (a process took the GPUs since the facts were
+        read): the reload's work is undone, and the host reboots instead."""
+        said = stderr.strip().splitlines()[-1:]
+        why = "the module could not be unloaded" + (f" ({said[0]})" if said else "")
+        self.reboot_instead = f"{c.reload}: reboot: {why}"
+        secs = round(time.monotonic() - start, 3)
+        message = f"{why}: reboot instead"
+        self.result.changes.append(
+            ChangeResult(c.title, c.role, c.op, c.reason, "skipped", secs, done, message, diff)
+        )
+        self.bus.emit(
+            ChangeFinished(self.host.name, index=i, title=c.title, status="skipped",
+                           seconds=secs, message=message, diff=diff)
+        )  # fmt: skip
         return True
 
     def _connection_lost(self) -> bool:
@@ -461,9 +485,8 @@ class HostRun:
 
     # -- reboot --------------------------------------------------------------------------------
 
-    def _reboot(self, plan: HostPlan, facts: HostFacts) -> bool:
+    def _reboot(self, reason: str, facts: HostFacts) -> bool:
         name = self.host.name
-        reason = plan.changes[-1].reason
         self.bus.emit(RebootStarted(name, reason=reason))
         self.bus.emit(HostStatusChanged(name, status="rebooting", detail=reason))
         start = time.monotonic()

@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+_USERSPACE = re.compile(r"libnvidia-compute(?:-[0-9]+)?")
+
 
 class _Fact(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -256,6 +258,26 @@ class HostFacts(_Fact):
             if p.installed and re.fullmatch(r"nvidia-fabricmanager(-[0-9]+)?", n)
         ]
         return found[0] if found else None
+
+    @property
+    def driver_userspace(self) -> str | None:
+        """The driver release of the installed user space (libnvidia-compute[-BRANCH], whose
+        libnvidia-ml nvidia-smi loads), as dpkg has it: 580.95.05."""
+        for name, pkg in sorted(self.packages.items()):
+            if pkg.installed and _USERSPACE.fullmatch(name):
+                return pkg.version.split(":")[-1].split("-")[0]
+        return None
+
+    @property
+    def driver_mismatch(self) -> str | None:
+        """Why NVML fails with "Driver/library version mismatch": the loaded module is not
+        the installed user space's release (an upgrade replaced the user space under it)."""
+        user = self.driver_userspace
+        if not self.module.loaded or not self.module.version or not user:
+            return None
+        if self.module.version == user:
+            return None
+        return f"module {self.module.version} loaded, user space {user} installed"
 
     def free_bytes(self, path: str) -> int | None:
         best = None

@@ -223,6 +223,10 @@ class Driver(Strict):
     """The kernel modules: open (Turing and newer) or proprietary."""
     hold: bool = True
     """apt-mark hold the driver packages, so an unattended upgrade cannot move them."""
+    reload: bool = False
+    """Load a new driver (or fix a driver/library version mismatch) by unloading and
+    loading the kernel module instead of rebooting, where that is safe: nothing holds the
+    GPUs and nouveau is not loaded; a refused unload reboots after all. false: reboot."""
 
     @model_validator(mode="before")
     @classmethod

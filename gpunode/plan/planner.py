@@ -179,12 +179,15 @@ def plan_host(
 def disrupts(changes: Collection[Change], facts: HostFacts) -> bool:
     """A reboot, or a change to the driver's packages while a driver module is loaded: what
     stops the GPUs' work."""
-    return any(c.reboot or (c.apt and "driver" in c.roles and facts.module.loaded)
+    return any(c.reboot or c.reload is not None
+               or (c.apt and "driver" in c.roles and facts.module.loaded)
                for c in changes)  # fmt: skip
 
 
 def busy_refusal(changes: Collection[Change], facts: HostFacts) -> str:
     what = "a reboot" if any(c.reboot for c in changes) else "a driver change"
+    if any(c.reload is not None for c in changes):
+        what = "a module reload"
     procs = "; ".join(p.shown() for p in facts.gpu_processes)
     return (
         f"GPUs in use, and the plan has {what}: {procs}; stop them (or drain the host), "
@@ -208,12 +211,19 @@ def disrupt_hooks(host: Host) -> tuple[tuple[str, str], ...]:
 
 def _order(changes: list[Change], lock_timeout: int) -> list[Change]:
     """Package changes as apt transactions (gpunode.roles.ops.apt); every reboot reason
-    gathered into one reboot, last, after the checks that must pass before it."""
+    gathered into one reboot, last, after the checks that must pass before it. A module
+    reload runs last too, or is folded into the reboot when the plan has one anyway."""
     reasons = [c for c in changes if c.reboot]
+    reloads = [c for c in changes if c.reload is not None]
+    changes = [c for c in changes if c.reload is None]
+    if reasons:
+        reasons += [replace(c, reason=f"{c.reload}: reboot needed") for c in reloads]
+        reloads = []
     changes = [c for c in changes if not c.before_reboot] + [c for c in changes if c.before_reboot]
     out = apt_transactions(
         [replace(c, reboot=False) for c in changes if not c.only_reboot], lock_timeout
     )
+    out += reloads
     if reasons:
         out.append(
             Change(

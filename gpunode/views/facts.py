@@ -73,6 +73,8 @@ def render(name: str, f: HostFacts) -> str:
         rows.append(("dkms", f"{d.module}/{d.version} {d.kernel or '-'}: {d.state}"))
     rows.append(("nvidia module", f"{m.version or '?'} ({m.flavor or '?'})" if m.loaded
                  else "not loaded"))  # fmt: skip
+    if f.driver_mismatch:
+        rows.append(("driver mismatch", f"{f.driver_mismatch}: reload the module or reboot"))
     if m.nouveau_loaded:
         rows.append(("nouveau", "loaded"))
     if f.smi.ok:

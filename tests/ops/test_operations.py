@@ -44,8 +44,8 @@ FIXTURES = HERE.parent / "fixtures" / "facts"
 CASES = sorted(HERE.glob("*/*.yaml"))
 KEYS = {"about", "args", "facts", "facts_fixture", "probes", "context", "changes", "notes"}
 KEYS |= {"paths", "error"}
-# reboot always yields its change: the task's `when:` is what says a reboot is needed
-ALWAYS_CHANGES = {"reboot"}
+# reboot and module_reload always yield a change: the task's `when:` says one is needed
+ALWAYS_CHANGES = {"reboot", "module_reload"}
 
 
 def load(path: Path) -> dict[str, Any]:

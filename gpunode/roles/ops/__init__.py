@@ -7,6 +7,7 @@ from gpunode.roles.ops.base import OpContext, Operation, Probe
 from gpunode.roles.ops.conda import Conda, CondaEnv, Pip
 from gpunode.roles.ops.files import File, LineInFile, ModuleBlacklist, Template
 from gpunode.roles.ops.kernel import DkmsBuilt, KernelHeaders
+from gpunode.roles.ops.module import ModuleReload
 from gpunode.roles.ops.system import Alternatives, Command, Reboot, Service
 
 OPERATIONS: dict[str, Operation] = {
@@ -27,6 +28,7 @@ OPERATIONS: dict[str, Operation] = {
         Pip(),
         KernelHeaders(),
         DkmsBuilt(),
+        ModuleReload(),
     )
 }
 
