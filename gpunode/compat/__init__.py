@@ -14,7 +14,10 @@ from gpunode.compat.driver import (
     driver_replaced_pattern,
     driver_userspace_package,
     torch_variant,
+    ubuntu_modules_packages,
+    ubuntu_userspace_packages,
     unversioned,
+    userspace_package,
 )
 from gpunode.compat.rules import (
     cudnn_names,
@@ -31,6 +34,9 @@ TEMPLATE_FUNCTIONS: dict[str, Callable[..., Any]] = {
         driver_packages,
         driver_replaced_pattern,
         driver_userspace_package,
+        ubuntu_modules_packages,
+        ubuntu_userspace_packages,
+        userspace_package,
         unversioned,
         toolkit_package,
         toolkit_ubuntu,

@@ -9,7 +9,12 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from gpunode.compat import cudnn_names, toolkit_package
-from gpunode.compat.driver import driver_userspace_package, in_branch, release_package
+from gpunode.compat.driver import (
+    driver_userspace_package,
+    in_branch,
+    release_package,
+    userspace_package,
+)
 from gpunode.facts.model import HostFacts
 from gpunode.inventory.model import Host
 from gpunode.resolve.specs import (
@@ -83,7 +88,8 @@ def resolve(host: Host, facts: HostFacts, catalog: CatalogFor | None) -> Resolve
     out = Resolved()
     source = _Source(host, catalog, out.notes)
     if stack.driver:
-        out.driver = _driver(host, facts, source, out.notes)
+        ubuntu = stack.driver.source == "ubuntu"
+        out.driver = _driver(host, facts, _from_apt(facts) if ubuntu else source, out.notes)
     toolkit = stack.cuda.default_toolkit if stack.cuda else None
     if stack.cuda:
         for cuda in stack.cuda.toolkits:
@@ -127,11 +133,32 @@ class _Source:
         return self.loaded
 
 
+class AptCatalog:
+    """What the host's apt offers from Ubuntu's archive, as the facts read it
+    (driver source: ubuntu; the NVIDIA repository plays no part)."""
+
+    def __init__(self, offered: dict[str, list[str]]) -> None:
+        self.offered = offered
+
+    where = "Ubuntu's archive (the host's apt)"
+    how = "apt-cache madison, with the facts"
+
+    def versions(self, name: str) -> list[str]:
+        return list(self.offered.get(name, []))
+
+    def names(self) -> list[str]:
+        return sorted(self.offered)
+
+
+def _from_apt(facts: HostFacts) -> Callable[[str, str], Catalog]:
+    return lambda field, need: AptCatalog(facts.apt_versions)
+
+
 def wanted_names(host: Host) -> tuple[str, ...]:
     """The packages whose versions the host's specs are resolved from."""
     stack = host.stack
     names: list[str] = []
-    if stack.driver:
+    if stack.driver and stack.driver.source == "nvidia":
         d = stack.driver
         names += [release_package(d), driver_userspace_package(d.branch)]
     toolkit = stack.cuda.default_toolkit if stack.cuda else None
@@ -144,7 +171,9 @@ def wanted_names(host: Host) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def _driver(host: Host, facts: HostFacts, source: _Source, notes: list[str]) -> str:
+def _driver(
+    host: Host, facts: HostFacts, source: Callable[[str, str], Catalog], notes: list[str]
+) -> str:
     d = host.stack.driver
     assert d is not None
     meta = release_package(d)
@@ -184,7 +213,7 @@ def installed_driver(host: Host, facts: HostFacts) -> str | None:
     loaded module nvidia-smi agrees with (an image's or the .run installer's driver)."""
     d = host.stack.driver
     assert d is not None
-    pkg = facts.package(driver_userspace_package(d.branch))
+    pkg = facts.package(userspace_package(d))
     if pkg is not None and in_branch(d, upstream(pkg.version)):
         return upstream(pkg.version)
     loaded = facts.module.version
