@@ -48,24 +48,21 @@ def release_package(driver: Driver) -> str:
 def userspace_package(driver: Driver) -> str:
     """The package whose version is the installed user-space driver, for either source."""
     if driver.source == "ubuntu":
-        return f"nvidia-utils-{_ubuntu_branch(driver)}"
+        return ubuntu_userspace_packages(driver)[1]  # nvidia-utils-<branch>
     return driver_userspace_package(driver.branch)
 
 
 # --- Ubuntu's archive: signed, precompiled modules (driver.source: ubuntu) ---
-def _ubuntu_branch(driver: Driver) -> str:
-    """Ubuntu's name for a branch: 570, or 570-server for the datacenter builds."""
-    return f"{driver.branch}-server" if driver.server else driver.branch
-
-
-def _ubuntu_flavor(driver: Driver) -> str:
-    return f"{_ubuntu_branch(driver)}{'-open' if driver.flavor == 'open' else ''}"
+def _ubuntu_name(driver: Driver, template: str) -> str:
+    """One of rules.yaml's ubuntu_driver names, for the driver's branch and flavour."""
+    branch = f"{driver.branch}-server" if driver.server else driver.branch
+    return template.format(branch=branch, open="-open" if driver.flavor == "open" else "")
 
 
 def ubuntu_modules_prefix(driver: Driver) -> str:
     """linux-modules-nvidia-570-server-open: + "-<kernel>" names the signed modules that
-    Ubuntu built for one kernel (+ "-generic", the meta that follows the flavour)."""
-    return f"linux-modules-nvidia-{_ubuntu_flavor(driver)}"
+    Ubuntu built for one kernel."""
+    return _ubuntu_name(driver, rules()["ubuntu_driver"]["modules"])
 
 
 def ubuntu_modules_package(driver: Driver, kernel: str) -> str:
@@ -83,9 +80,9 @@ def ubuntu_modules_packages(
 
 def ubuntu_userspace_packages(driver: Driver) -> list[str]:
     """The user space without DKMS (headless), or the full driver, and the tools."""
-    flavor, branch = _ubuntu_flavor(driver), _ubuntu_branch(driver)
-    main = f"nvidia-headless-no-dkms-{flavor}" if driver.headless else f"nvidia-driver-{flavor}"
-    return [main, f"nvidia-utils-{branch}", f"nvidia-compute-utils-{branch}"]
+    names = rules()["ubuntu_driver"]
+    main = names["headless"] if driver.headless else names["desktop"]
+    return [_ubuntu_name(driver, t) for t in (main, *names["tools"])]
 
 
 def ubuntu_modules_refusal(driver: Driver, kernel: str | None, offered: list[str]) -> str | None:
@@ -211,21 +208,19 @@ def flavor_problem(driver: Driver, gpu_model: str | None) -> str | None:
     )
 
 
-MOK_KEY = "/var/lib/shim-signed/mok/MOK.der"
-
-
 def secure_boot_refusal(driver: Driver, loaded: str | None, key_enrolled: bool) -> str | None:
     """With Secure Boot on, DKMS's modules load only when signed with an enrolled key."""
     if driver.source == "ubuntu" or key_enrolled:
         return None
     if loaded and matches_prefix(loaded, wanted_release(driver)):
         return None
+    key = rules()["dkms_mok_key"]
     return (
         "Secure Boot is on and NVIDIA's repository builds the kernel module with DKMS, "
-        f"signed with {MOK_KEY}, which shim has not enrolled: the module would not load. "
+        f"signed with {key}, which shim has not enrolled: the module would not load. "
         "Either use Ubuntu's signed modules (stack.driver.source: ubuntu, no console needed); "
         "or create and enrol the key (sudo update-secureboot-policy --new-key; sudo "
-        f"update-secureboot-policy --enroll-key, or sudo mokutil --import {MOK_KEY}; then "
+        f"update-secureboot-policy --enroll-key, or sudo mokutil --import {key}; then "
         "reboot and confirm it in the MOK manager at the console) and apply again; "
         "or disable Secure Boot in the firmware"
     )
