@@ -51,7 +51,9 @@ def refusal(host: Host, facts: HostFacts) -> str | None:
         unsigned = secure_boot_refusal(stack.driver, facts.module.version, enrolled)
         if unsigned:
             return unsigned
-    if stack.driver and stack.driver.source == "ubuntu":
+    # an apt that lists nothing of Ubuntu's NVIDIA packages has not fetched its lists yet:
+    # the apply refreshes them and asks again
+    if stack.driver and stack.driver.source == "ubuntu" and any(facts.apt_versions.values()):
         kernel = facts.kernels.next_boot or facts.kernel or None
         name = ubuntu_modules_package(stack.driver, kernel) if kernel else ""
         no_modules = ubuntu_modules_refusal(stack.driver, kernel, facts.apt_versions.get(name, []))

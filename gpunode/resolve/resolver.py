@@ -16,7 +16,7 @@ from gpunode.compat.driver import (
     userspace_package,
 )
 from gpunode.facts.model import HostFacts
-from gpunode.inventory.model import Host
+from gpunode.inventory.model import Driver, Host
 from gpunode.resolve.specs import (
     build_cuda,
     fits_toolkit,
@@ -88,8 +88,9 @@ def resolve(host: Host, facts: HostFacts, catalog: CatalogFor | None) -> Resolve
     out = Resolved()
     source = _Source(host, catalog, out.notes)
     if stack.driver:
-        ubuntu = stack.driver.source == "ubuntu"
-        out.driver = _driver(host, facts, _from_apt(facts) if ubuntu else source, out.notes)
+        # Ubuntu's archive: what the host's apt offers, read with the facts
+        ubuntu = _from_apt(stack.driver, facts) if stack.driver.source == "ubuntu" else None
+        out.driver = _driver(host, facts, ubuntu or source, out.notes)
     toolkit = stack.cuda.default_toolkit if stack.cuda else None
     if stack.cuda:
         for cuda in stack.cuda.toolkits:
@@ -150,8 +151,17 @@ class AptCatalog:
         return sorted(self.offered)
 
 
-def _from_apt(facts: HostFacts) -> Callable[[str, str], Catalog]:
-    return lambda field, need: AptCatalog(facts.apt_versions)
+def _from_apt(driver: Driver, facts: HostFacts) -> Callable[[str, str], Catalog]:
+    def source(field: str, need: str) -> Catalog:
+        names = tuple(facts.apt_versions) or (release_package(driver),)
+        if not any(facts.apt_versions.values()):  # apt's lists are empty, or never fetched
+            raise IndexNeeded(
+                f"{field}: {need}, and the host's apt lists name no Ubuntu NVIDIA package yet",
+                names,
+            )
+        return AptCatalog(facts.apt_versions)
+
+    return source
 
 
 def wanted_names(host: Host) -> tuple[str, ...]:

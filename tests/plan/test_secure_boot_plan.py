@@ -113,3 +113,8 @@ def test_server_and_headless_belong_to_the_ubuntu_source() -> None:
 
     with pytest.raises(InventoryError, match="set source: ubuntu"):
         host_from(STACK.replace("flavor: open}", "flavor: open, server: true}"))
+
+
+def test_ubuntu_source_on_a_host_whose_apt_lists_are_empty_reads_them_after_an_update() -> None:
+    plan = plan_host(host_from(UBUNTU_STACK), secure(), catalog=None)
+    assert plan.refused is None and plan.versions_on_host == (UTILS,)
