@@ -159,3 +159,25 @@ def test_ubuntu_signed_modules_converge_under_secure_boot_without_dkms(
 
     code, evs = apply(lab, inv, "--limit", host)  # converged: nothing left to do
     assert code == 0 and of(evs, "change-finished") == [] and boots(lab, host) == before + 1
+
+
+def test_a_kernel_ubuntu_built_no_signed_modules_for_is_refused_at_plan_time(
+    lab: Lab, tmp_path: Path
+) -> None:
+    from gpunode_lab.repo.catalog_kernel import newer_kernel
+
+    host = "lab-01"
+    fresh(lab, host)
+    inv = lab.inventory(tmp_path, **UBUNTU)
+    knob(lab, host, "newer-kernel")  # boots next; the lab's archive has no modules for it
+    # the lists as a host that ran apt-get update has them: the plan then reads them
+    assert on_host(inv, host, "sudo apt-get -qq update >/dev/null 2>&1; echo $?").strip() == "0"
+    dpkg, tree, before = packages(inv, host), lab.tree(host), boots(lab, host)
+
+    plan = lab.gpunode("plan", str(inv), "--limit", host)
+    assert plan.returncode == 4, plan.stdout + plan.stderr
+    wanted = f"linux-modules-nvidia-570-server-open-{newer_kernel()}"
+    assert f"has no {wanted} for kernel {newer_kernel()}" in plan.stdout + plan.stderr
+    code, evs = apply(lab, inv, "--limit", host)
+    assert code == 4 and of(evs, "change-started") == []
+    assert packages(inv, host) == dpkg and lab.tree(host) == tree and boots(lab, host) == before
