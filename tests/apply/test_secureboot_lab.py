@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Lab, apply, fresh, of, on_host, packages
+from conftest import Lab, apply, fresh, of, on_host, packages, wait_for_ssh
+from test_dkms_lab import boots, loaded
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -24,6 +25,7 @@ MOK = "/var/lib/shim-signed/mok/MOK.der"
 
 
 def knob(lab: Lab, host: str, *args: str) -> None:
+    """`lab fault HOST KNOB [VALUE] [--off]` (test_dkms_lab's knob takes no value)."""
     res = lab.gpunode("lab", "fault", host, *args)
     assert res.returncode == 0, res.stderr
 
@@ -40,15 +42,6 @@ def secure(lab: Lab) -> Iterator[Any]:
     yield turn
     for host, name in reversed(on):
         knob(lab, host, name, "--off")
-
-
-def boots(lab: Lab, host: str) -> int:
-    doc = json.loads(lab.gpunode("lab", "status", "--json").stdout)
-    return int({h["name"]: h for h in doc["hosts"]}[host]["boots"])
-
-
-def loaded(inv: Path, host: str) -> str:
-    return on_host(inv, host, "cat /sys/module/nvidia/version 2>/dev/null || true").strip()
 
 
 def kmsg(inv: Path, host: str) -> str:
@@ -124,8 +117,6 @@ def test_an_unsigned_dkms_module_is_rejected_once_secure_boot_is_on(
 
     secure(host, "secure-boot")
     assert lab.gpunode("lab", "reboot", host).returncode == 0
-    from conftest import wait_for_ssh
-
     wait_for_ssh(lab, host)
     assert loaded(inv, host) == ""
     assert "Key was rejected by service" in kmsg(inv, host)
