@@ -55,6 +55,8 @@ KNOBS = {
     "dpkg-lock": "another process holds /var/lib/dpkg/lock-frontend",
     "disk-full": "/var/cache/apt/archives is a nearly full 8 MiB filesystem",
     "secure-boot": "Secure Boot is enabled in the firmware",
+    "mok-key": "the DKMS signing key /var/lib/shim-signed/mok/MOK.der exists (VALUE present)"
+    " and shim has it enrolled (VALUE enrolled, the default), as after the MOK manager",
     "nouveau": "the nouveau kernel module is loaded (at boot too, and then nvidia is not,"
     " unless update-initramfs wrote an initramfs that blacklists it)",
     "hold": "apt-mark hold VALUE in the host",
@@ -288,6 +290,45 @@ def _secure_boot(host: FaultyHost, f: dict[str, Any], knob: str, value: Any, off
     return ""
 
 
+MOK_KEY_SH = f"""\
+set -e
+d={hostinit.MOK_DIR}
+if [ ! -s $d/MOK.der ] || [ ! -s $d/MOK.priv ]; then
+  mkdir -p $d
+  (umask 077; head -c 48 /dev/urandom > $d/MOK.priv)
+  {{ echo 'gpunode lab stand-in MOK certificate'; od -An -tx1 -N16 /dev/urandom; }} > $d/MOK.der
+  chmod 0644 $d/MOK.der
+fi
+sha256sum < $d/MOK.der | cut -d' ' -f1
+"""
+
+
+def mok_enrolled(f: dict[str, Any]) -> list[str]:
+    """The keys shim has enrolled: the host's DKMS key, once the mok-key knob enrolled it."""
+    key = f.get("mok-key")
+    return [str(key["sha256"])] if isinstance(key, dict) and key.get("enrolled") else []
+
+
+def _mok_key(host: FaultyHost, f: dict[str, Any], knob: str, value: Any, off: bool) -> str:
+    """As `update-secureboot-policy --new-key` and, with enrolled, `--enroll-key` confirmed
+    at the MOK manager: off removes the key and its enrolment."""
+    pid = _running(host)
+    if off:
+        _sh(pid, f"rm -f {hostinit.MOK_DIR}/MOK.der {hostinit.MOK_DIR}/MOK.priv")
+        f.pop(knob, None)
+    else:
+        state = str(value or "enrolled")
+        if state not in ("enrolled", "present"):
+            raise KnobError("mok-key takes present or enrolled")
+        out = _sh(pid, MOK_KEY_SH)
+        if out.returncode != 0:
+            raise KnobError(out.stderr.strip())
+        f[knob] = {"sha256": out.stdout.strip(), "enrolled": state == "enrolled"}
+    with open(f"/proc/{pid}/root/sys/firmware/efi/efivars/{hostinit.MOK_LIST_VAR}", "wb") as fh:
+        fh.write(hostinit.mok_list_bytes(mok_enrolled(f)))
+    return ""
+
+
 def _nouveau(host: FaultyHost, f: dict[str, Any], knob: str, value: Any, off: bool) -> str:
     _toggle(f, knob, off)
     if (init := host.init_pid) is not None:
@@ -404,6 +445,7 @@ _SETTERS: dict[str, Callable[[FaultyHost, dict[str, Any], str, Any, bool], str]]
     "dpkg-lock": _dpkg_lock,
     "disk-full": _disk_full,
     "secure-boot": _secure_boot,
+    "mok-key": _mok_key,
     "nouveau": _nouveau,
     "hold": _hold,
     "bg-upgrade": _bg_upgrade,

@@ -12,6 +12,7 @@ supervisor writes before each boot and before each signal.
 from __future__ import annotations
 
 import ctypes
+import glob
 import json
 import os
 import signal
@@ -72,11 +73,93 @@ def booted_kernel(root: str) -> str:
         return os.uname().release
 
 
-def module_state(root: str, kernel: str) -> dict[str, Any]:
+# --- Secure Boot, as the kernel and shim enforce it for the nvidia module. The firmware
+# keeps shim's enrolled Machine Owner Keys (MokListRT: here the sha256 of each key's DER
+# file, after efivarfs's 4 attribute bytes). The kernel loads a module only if a key it
+# trusts signed it: Canonical's (Ubuntu's linux-modules-nvidia-*) or an enrolled MOK (a
+# DKMS build signed with /var/lib/shim-signed/mok/MOK.der); with Secure Boot off anything
+# loads, an unsigned module with the kernel's taint warning. ---
+MOK_GUID = "605dab50-e046-4300-abb6-3dd810dd8b23"
+MOK_LIST_VAR = f"MokListRT-{MOK_GUID}"
+MOK_DIR = "/var/lib/shim-signed/mok"
+CANONICAL = "Canonical Ltd. Kernel Module Signing"
+# What the real kernel and modprobe say (kernel/module/signing.c, kmod's modprobe)
+REJECTED = "modprobe: ERROR: could not insert 'nvidia': Key was rejected by service"
+UNSIGNED = "Lockdown: modprobe: unsigned module loading is restricted; see man kernel_lockdown.7"
+UNKNOWN_KEY = "Loading of module with unavailable key is rejected"
+TAINT = (
+    "nvidia: module verification failed: signature and/or required key missing - tainting kernel"
+)
+
+
+def mok_list_bytes(enrolled: list[str]) -> bytes:
+    return b"\x07\x00\x00\x00" + "".join(f"{s}\n" for s in enrolled).encode()
+
+
+def signer(ko: str) -> str | None:
+    """The key that signed a lab module: "Canonical ...", "MOK <sha256>", or None."""
+    try:
+        with open(ko) as f:
+            for line in f:
+                if line.startswith("signer: "):
+                    return line.removeprefix("signer: ").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return None
+
+
+def verdict(ko: str, secure_boot: bool, enrolled: list[str]) -> tuple[bool, list[str]]:
+    """Whether the kernel loads the module, and what it logs."""
+    who = signer(ko)
+    trusted = who == CANONICAL or (who or "").removeprefix("MOK ") in enrolled
+    if trusted:
+        return True, []
+    if not secure_boot:
+        return True, [TAINT] if who is None else []
+    return False, [UNSIGNED if who is None else UNKNOWN_KEY, REJECTED]
+
+
+def ubuntu_module(root: str, kernel: str) -> dict[str, Any] | None:
+    """Ubuntu's signed, precompiled module for `kernel` (linux-modules-nvidia-*), if any:
+    its first line names the release and flavour it was built from."""
+    for ko in sorted(glob.glob(f"{root}/lib/modules/{kernel}/kernel/nvidia-*/nvidia.ko")):
+        try:
+            with open(ko) as f:
+                words = f.readline().split()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if len(words) >= 6 and words[3] == "nvidia.ko":
+            return {"version": words[4], "flavor": words[5], "path": ko.removeprefix(root)}
+    return None
+
+
+def dkms_module(root: str, kernel: str) -> str | None:
+    ko = f"{root}/lib/modules/{kernel}/updates/dkms/nvidia.ko"
+    return ko if os.path.exists(ko) else None
+
+
+# --- end Secure Boot ---
+
+
+def module_state(
+    root: str, kernel: str, secure_boot: bool = False, enrolled: list[str] | None = None
+) -> dict[str, Any]:
     """What the kernel would load at boot: the installed driver, if DKMS built its module
-    for `kernel`."""
-    if not os.path.exists(f"{root}/lib/modules/{kernel}/updates/dkms/nvidia.ko"):
-        return {"loaded": False, "version": None, "flavor": None, "kernel": kernel}
+    for `kernel` (modprobe prefers updates/dkms), else Ubuntu's signed module for it; under
+    Secure Boot only a module signed by a trusted key (verdict)."""
+    none: dict[str, Any] = {"loaded": False, "version": None, "flavor": None, "kernel": kernel}
+    dkms = dkms_module(root, kernel)
+    if dkms is None:
+        ubuntu = ubuntu_module(root, kernel)
+        if ubuntu is None:
+            return none
+        return {"loaded": True, "version": ubuntu["version"], "flavor": ubuntu["flavor"],
+                "kernel": kernel, "signed_by": CANONICAL}  # fmt: skip
+    loads, kmsg = verdict(dkms, secure_boot, enrolled or [])
+    if not loads:
+        return {**none, "error": kmsg[-1], "kmsg": kmsg}
+    if kmsg:
+        none["kmsg"] = kmsg
     try:
         with open(f"{root}/usr/share/gpunode-lab/driver-version") as f:
             version, flavor = ([*f.read().split(), "", ""])[:2]
@@ -84,8 +167,8 @@ def module_state(root: str, kernel: str) -> dict[str, Any]:
         version = ""
         flavor = ""
     if not version:
-        return {"loaded": False, "version": None, "flavor": None, "kernel": kernel}
-    return {"loaded": True, "version": version, "flavor": flavor or "proprietary", "kernel": kernel}
+        return none
+    return {**none, "loaded": True, "version": version, "flavor": flavor or "proprietary"}
 
 
 def initramfs_blacklists(root: str, module: str) -> bool:
@@ -155,7 +238,10 @@ def build_root(spec: dict[str, Any]) -> None:
     # The kernel module: the installed driver is loaded at boot if built for this kernel,
     # unless nouveau (loaded from the initramfs when the image does not blacklist it) has
     # taken the GPUs.
-    state = module_state(m, kernel)
+    enrolled = list(spec.get("mok_enrolled") or [])
+    state = module_state(m, kernel, bool(spec.get("secure_boot")), enrolled)
+    if state.get("kmsg"):  # the kernel's log of this boot, as dmesg would show it
+        write(f"{m}/run/gpunode-lab-kmsg", "".join(f"{line}\n" for line in state["kmsg"]))
     nouveau = bool(spec.get("nouveau")) and not initramfs_blacklists(m, "nouveau")
     if nouveau:
         state["loaded"] = False
@@ -179,6 +265,8 @@ def build_root(spec: dict[str, Any]) -> None:
     os.makedirs(os.path.dirname(var))
     with open(var, "wb") as f:
         f.write(secure_boot_bytes(bool(spec.get("secure_boot"))))
+    with open(f"{fw}/efi/efivars/{MOK_LIST_VAR}", "wb") as f:
+        f.write(mok_list_bytes(enrolled))
 
 
 WANTS = "/etc/systemd/system/multi-user.target.wants"

@@ -89,6 +89,24 @@ def _build_repo(paths: LabPaths, base_url: str, mirror: str, say: Say) -> Path:
     return served
 
 
+def add_ubuntu_archive(base: Path, served: Path, cfg: LabConfig) -> None:
+    """Every host has Ubuntu's archive among its apt sources, as an Ubuntu install does:
+    here the lab's stand-in of it, with its own key."""
+    keyring = served / "ubuntu" / "ubuntu-archive-keyring.gpg"
+    if not keyring.exists():  # a lab without the repository package
+        return
+    from gpunode_lab.repo import ubuntu_archive
+
+    for rel, data in (
+        (ubuntu_archive.KEYRING, keyring.read_bytes()),
+        (ubuntu_archive.SOURCES, ubuntu_archive.sources(cfg.repo_url, cfg.ubuntu).encode()),
+    ):
+        target = base / rel.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        target.chmod(0o644)
+
+
 def up(
     paths: LabPaths, want: LabConfig, say: Say = _quiet, env: dict[str, str] | None = None
 ) -> LabConfig:
@@ -138,6 +156,7 @@ def up(
     port = "" if cfg.repo_port == 80 else f":{cfg.repo_port}"
     cfg.repo_url = f"http://{cfg.repo_address}{port}"
     cfg.repo_dir = str(_build_repo(paths, cfg.repo_url, cfg.mirror, say))
+    add_ubuntu_archive(paths.base, Path(cfg.repo_dir), cfg)
     paths.config.write_text(cfg.to_json())
 
     with open(paths.log, "ab") as log:

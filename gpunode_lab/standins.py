@@ -7,6 +7,8 @@ firmware's Secure Boot state and the kernel it booted.
 
 from __future__ import annotations
 
+from gpunode_lab.hostinit import MOK_LIST_VAR
+
 _NEED_ROOT = """\
 if [ "$(id -u)" != 0 ]; then
     echo "Call to $1 failed: Access denied" >&2
@@ -64,7 +66,9 @@ done
 # nvidia-persistenced runs as a daemon with no unit file of the lab's: it needs the
 # package's binary and a loaded nvidia module (the module's users cannot unload it)
 """
-    + "pidf=" + PERSISTENCED_PID + "\n"
+    + "pidf="
+    + PERSISTENCED_PID
+    + "\n"
     + """\
 p_alive() { [ -f "$pidf" ] && [ -d "/proc/$(cat "$pidf")" ]; }
 if [ "${units# }" = nvidia-persistenced ]; then
@@ -168,8 +172,10 @@ SECURE_BOOT_VAR = "SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
 
 MOKUTIL = f"""\
 #!/bin/sh
-# gpunode lab stand-in for mokutil: only --sb-state.
+# gpunode lab stand-in for mokutil: --sb-state, and --test-key against shim's enrolled keys
+# (the lab's MokListRT holds the sha256 of each enrolled key's file).
 var=/sys/firmware/efi/efivars/{SECURE_BOOT_VAR}
+moks=/sys/firmware/efi/efivars/{MOK_LIST_VAR}
 case "$1" in
     --sb-state)
         if [ ! -f "$var" ]; then
@@ -180,7 +186,17 @@ case "$1" in
         else
             echo "SecureBoot disabled"
         fi ;;
-    *) echo "mokutil (gpunode lab): only --sb-state is simulated" >&2; exit 1 ;;
+    --test-key|-t)
+        key=${{2:-}}
+        if [ -z "$key" ] || [ ! -r "$key" ]; then
+            echo "Failed to open $key" >&2; exit 255
+        fi
+        sum=$(sha256sum < "$key" | cut -d' ' -f1)
+        if [ -f "$moks" ] && tail -c +5 "$moks" | grep -qx "$sum"; then
+            echo "$key is already enrolled"; exit 1
+        fi
+        echo "$key is not enrolled" ;;
+    *) echo "mokutil (gpunode lab): only --sb-state and --test-key are simulated" >&2; exit 1 ;;
 esac
 """
 

@@ -117,6 +117,7 @@ class Supervisor:
             "boot_id": host.boot_id,
             "pci": self.pci,
             "secure_boot": "secure-boot" in f,
+            "mok_enrolled": faults.mok_enrolled(f),
             "nouveau": "nouveau" in f,
             "disk_full": "disk-full" in f,
         }

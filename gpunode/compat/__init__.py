@@ -16,7 +16,10 @@ from gpunode.compat.driver import (
     fabricmanager_package,
     fabricmanager_replaced_pattern,
     torch_variant,
+    ubuntu_modules_packages,
+    ubuntu_userspace_packages,
     unversioned,
+    userspace_package,
 )
 from gpunode.compat.rules import (
     cudnn_names,
@@ -35,6 +38,9 @@ TEMPLATE_FUNCTIONS: dict[str, Callable[..., Any]] = {
         driver_userspace_package,
         fabricmanager_package,
         fabricmanager_replaced_pattern,
+        ubuntu_modules_packages,
+        ubuntu_userspace_packages,
+        userspace_package,
         unversioned,
         toolkit_package,
         toolkit_ubuntu,

@@ -40,7 +40,62 @@ def driver_packages(branch: str, flavor: str) -> list[str]:
 
 def release_package(driver: Driver) -> str:
     """The package whose versions are the branch's releases in the repository."""
+    if driver.source == "ubuntu":
+        return userspace_package(driver)
     return driver_packages(driver.branch, driver.flavor)[-1]
+
+
+def userspace_package(driver: Driver) -> str:
+    """The package whose version is the installed user-space driver, for either source."""
+    if driver.source == "ubuntu":
+        return ubuntu_userspace_packages(driver)[1]  # nvidia-utils-<branch>
+    return driver_userspace_package(driver.branch)
+
+
+# --- Ubuntu's archive: signed, precompiled modules (driver.source: ubuntu) ---
+def _ubuntu_name(driver: Driver, template: str) -> str:
+    """One of rules.yaml's ubuntu_driver names, for the driver's branch and flavour."""
+    branch = f"{driver.branch}-server" if driver.server else driver.branch
+    return template.format(branch=branch, open="-open" if driver.flavor == "open" else "")
+
+
+def ubuntu_modules_prefix(driver: Driver) -> str:
+    """linux-modules-nvidia-570-server-open: + "-<kernel>" names the signed modules that
+    Ubuntu built for one kernel."""
+    return _ubuntu_name(driver, rules()["ubuntu_driver"]["modules"])
+
+
+def ubuntu_modules_package(driver: Driver, kernel: str) -> str:
+    return f"{ubuntu_modules_prefix(driver)}-{kernel}"
+
+
+def ubuntu_modules_packages(
+    driver: Driver, kernels: list[str], offered: Mapping[str, list[str]]
+) -> list[str]:
+    """The signed modules for each kernel (running, next boot) that the archive has; the
+    next boot's always (planning refuses the host when the archive lacks it)."""
+    names = [ubuntu_modules_package(driver, k) for k in kernels]
+    return [n for i, n in enumerate(names) if n in offered or i == len(names) - 1]
+
+
+def ubuntu_userspace_packages(driver: Driver) -> list[str]:
+    """The user space without DKMS (headless), or the full driver, and the tools."""
+    names = rules()["ubuntu_driver"]
+    main = names["headless"] if driver.headless else names["desktop"]
+    return [_ubuntu_name(driver, t) for t in (main, *names["tools"])]
+
+
+def ubuntu_modules_refusal(driver: Driver, kernel: str | None, offered: list[str]) -> str | None:
+    """Ubuntu builds signed modules per kernel: none for the kernel that boots next, no
+    driver after the reboot."""
+    if kernel is None or offered:
+        return None
+    return (
+        f"Ubuntu's archive (as this host's apt sees it) has no "
+        f"{ubuntu_modules_package(driver, kernel)} for kernel {kernel}, the one it boots next: "
+        "boot a kernel Ubuntu built signed NVIDIA modules for (apt-get update, then the "
+        "newest linux-generic), or use driver source: nvidia (DKMS)"
+    )
 
 
 def driver_userspace_package(branch: str) -> str:
@@ -165,12 +220,19 @@ def flavor_problem(driver: Driver, gpu_model: str | None) -> str | None:
     )
 
 
-def secure_boot_refusal(driver: Driver, loaded: str | None) -> str | None:
-    """With Secure Boot on, a driver other than the loaded one cannot be built unsigned."""
+def secure_boot_refusal(driver: Driver, loaded: str | None, key_enrolled: bool) -> str | None:
+    """With Secure Boot on, DKMS's modules load only when signed with an enrolled key."""
+    if driver.source == "ubuntu" or key_enrolled:
+        return None
     if loaded and matches_prefix(loaded, wanted_release(driver)):
         return None
+    key = rules()["dkms_mok_key"]
     return (
-        "Secure Boot is on and NVIDIA's repository builds unsigned kernel modules "
-        "(DKMS): disable Secure Boot, or enrol a MOK key for DKMS and set "
-        "stack.vars.secure_boot_signed: true"
+        "Secure Boot is on and NVIDIA's repository builds the kernel module with DKMS, "
+        f"signed with {key}, which shim has not enrolled: the module would not load. "
+        "Either use Ubuntu's signed modules (stack.driver.source: ubuntu, no console needed); "
+        "or create and enrol the key (sudo update-secureboot-policy --new-key; sudo "
+        f"update-secureboot-policy --enroll-key, or sudo mokutil --import {key}; then "
+        "reboot and confirm it in the MOK manager at the console) and apply again; "
+        "or disable Secure Boot in the firmware"
     )

@@ -32,6 +32,7 @@ from gpunode.events import (
 from gpunode.execute.output import StepOutput
 from gpunode.execute.readhost import read_host
 from gpunode.execute.result import ChangeResult, HostResult
+from gpunode.facts.gather import apt_queries
 from gpunode.facts.model import HostFacts
 from gpunode.plan.planner import managed_paths, plan_host, probes_for
 from gpunode.resolve import Catalog, CatalogFor
@@ -126,6 +127,7 @@ class HostRun:
             conda_prefixes=conda,
             probes=guess,
             timeout=self.opts.facts_timeout,
+            apt=apt_queries(self.host),
         )
         self.result.round_trips += 1
         self.result.facts_seconds.append(facts.gather_seconds)

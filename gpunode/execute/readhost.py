@@ -30,8 +30,9 @@ def read_host(
     conda_prefixes: Sequence[str] = (),
     probes: Sequence[Probe] = (),
     timeout: float = 120.0,
+    apt: Sequence[tuple[str, str]] = (),
 ) -> tuple[HostFacts, dict[str, bool]]:
-    command = facts_command(files, conda_prefixes)
+    command = facts_command(files, conda_prefixes, apt)
     if probes:
         command = f"{command}\n{probe_script(probes)}"
     start = time.monotonic()

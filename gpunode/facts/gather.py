@@ -9,6 +9,7 @@ from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING
 
+from gpunode.compat.driver import ubuntu_modules_prefix, userspace_package
 from gpunode.events import Bus, FactsGathered, HostStatusChanged
 from gpunode.facts.model import HostFacts
 from gpunode.facts.parse import parse_facts
@@ -25,16 +26,32 @@ def script() -> bytes:
     return resources.files("gpunode.facts").joinpath("script.sh").read_bytes()
 
 
-def facts_command(files: Iterable[str] = (), conda_prefixes: Iterable[str] = ()) -> str:
+def facts_command(
+    files: Iterable[str] = (),
+    conda_prefixes: Iterable[str] = (),
+    apt: Sequence[tuple[str, str]] = (),
+) -> str:
     """The command that runs script.sh, the script itself in the command; every argument
     quoted. Not fed on stdin: sshd opens a session channel's window only once the command
-    has started, so stdin would wait one round trip for it (OpenSSH's larval channels)."""
+    has started, so stdin would wait one round trip for it (OpenSSH's larval channels).
+    `apt`: the (--apt or --apt-kernel, package name) pairs whose versions the host's apt
+    offers."""
     argv = ["sh", "-c", script().decode(), "gpunode-facts"]
     for prefix in conda_prefixes:
         argv += ["--conda", prefix]
     for path in files:
         argv += ["--file", path]
+    for option, name in apt:
+        argv += [option, name]
     return shlex.join(argv)
+
+
+def apt_queries(host: Host | None) -> list[tuple[str, str]]:
+    """Ubuntu's driver packages whose versions the plan needs (driver source: ubuntu)."""
+    driver = host.stack.driver if host is not None else None
+    if driver is None or driver.source != "ubuntu":
+        return []
+    return [("--apt", userspace_package(driver)), ("--apt-kernel", ubuntu_modules_prefix(driver))]
 
 
 def gather(
@@ -53,7 +70,8 @@ def gather(
     if host is not None and host.stack.conda is not None:
         prefixes.append(host.stack.conda.prefix)
     start = time.monotonic()
-    res = transport.run(facts_command(files, prefixes), timeout=timeout)
+    command = facts_command(files, prefixes, apt_queries(host))
+    res = transport.run(command, timeout=timeout)
     if "### end" not in res.stdout and not res.ok:
         raise TransportError(f"facts script failed (exit {res.exit_code}): {res.stderr.strip()}")
     facts = parse_facts(res.stdout)

@@ -187,12 +187,22 @@ class Fabric(_Fact):
         )
 
 
+class MokKey(_Fact):
+    """The key DKMS signs modules with (/var/lib/shim-signed/mok/MOK.der) and whether shim
+    trusts it (`mokutil --test-key`: "... is already enrolled", also while an import waits
+    for the console's confirmation, as mokutil counts MokNew)."""
+
+    present: bool = False
+    enrolled: bool | None = None  # None: not asked (no key, no mokutil) or no clear answer
+
+
 class HostFacts(_Fact):
     hostname: str = ""
     os: OsRelease = Field(default_factory=OsRelease)
     arch: str = ""  # dpkg --print-architecture: amd64
     kernel: str = ""
     secure_boot: bool | None = None  # None: unknown (no mokutil, not EFI)
+    mok_key: MokKey = Field(default_factory=MokKey)
     boot_id: str = ""
     disks: list[Disk] = Field(default_factory=list)
     pci_gpus: list[PciGpu] = Field(default_factory=list)
@@ -218,6 +228,9 @@ class HostFacts(_Fact):
     kernels: Kernels = Field(default_factory=Kernels)
     dkms: list[DkmsModule] = Field(default_factory=list)
     """`dkms status`, line by line (empty without dkms)."""
+    apt_versions: dict[str, list[str]] = Field(default_factory=dict)
+    """Versions the host's apt offers (`apt-cache madison`) for the packages asked about:
+    Ubuntu's driver packages, when the driver's source is ubuntu."""
     gpunode_holds: list[str] = Field(default_factory=list)
     """Packages gpunode held itself (/var/lib/gpunode/holds); other holds are the admin's."""
     nvswitches: list[NvSwitch] = Field(default_factory=list)

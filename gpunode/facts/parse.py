@@ -25,6 +25,7 @@ from gpunode.facts.model import (
     HostFacts,
     KernelModule,
     Kernels,
+    MokKey,
     NvidiaSmi,
     NvSwitch,
     OsRelease,
@@ -70,13 +71,20 @@ def _os_release(f: HostFacts, text: str) -> None:
 
 
 def _secure_boot(f: HostFacts, text: str) -> None:
+    f.mok_key = _mok_key(text)
     for line in text.splitlines():
         if line.startswith("mokutil:"):
             said = line.lower()
+            # shim told not to validate (mokutil --disable-validation): the kernel loads
+            # unsigned modules although the firmware's Secure Boot is on
+            if "validation is disabled in shim" in said:
+                f.secure_boot = False
+                return
             if "secureboot enabled" in said:
                 f.secure_boot = True
                 return
-            if "secureboot disabled" in said:
+            # "This system doesn't support Secure Boot": nothing checks signatures
+            if "secureboot disabled" in said or "doesn't support secure boot" in said:
                 f.secure_boot = False
                 return
     for line in text.splitlines():
@@ -86,6 +94,19 @@ def _secure_boot(f: HostFacts, text: str) -> None:
                 f.secure_boot = data[4] == "1"
                 return
     f.secure_boot = False if "efi: yes" in text else None
+
+
+def _mok_key(text: str) -> MokKey:
+    """mokutil --test-key prints "<file> is already enrolled" or "<file> is not enrolled"."""
+    lines = text.splitlines()
+    if "mok-key: present" not in lines:
+        return MokKey()
+    said = next((ln.removeprefix("mok-test:") for ln in lines if ln.startswith("mok-test:")), "")
+    if said.rstrip().endswith(" is already enrolled"):
+        return MokKey(present=True, enrolled=True)
+    if said.rstrip().endswith(" is not enrolled"):
+        return MokKey(present=True, enrolled=False)
+    return MokKey(present=True)
 
 
 def _disks(f: HostFacts, text: str) -> None:
@@ -418,6 +439,16 @@ def _kernels(f: HostFacts, text: str) -> None:
     f.kernels = k
 
 
+def _apt_versions(f: HostFacts, text: str) -> None:
+    """`apt-cache madison`: " name | version | URL suite/component arch Packages"."""
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split("|")]
+        if len(parts) == 3 and parts[0] and parts[1]:
+            versions = f.apt_versions.setdefault(parts[0], [])
+            if parts[1] not in versions:
+                versions.append(parts[1])
+
+
 # dkms 3 writes `nvidia/580.95.05, 6.8.0-45-generic, x86_64: installed`, dkms 2
 # `nvidia, 535.183.01, 5.15.0-91-generic, x86_64: installed`; an added module has no kernel.
 _DKMS = re.compile(
@@ -456,6 +487,7 @@ def parse_facts(text: str) -> HostFacts:
         "kernel": setter("kernel"),
         "boot-id": setter("boot_id"),
         "secure-boot": _secure_boot,
+        "apt-versions": _apt_versions,
         "disks": _disks,
         "packages": _packages,
         "apt-sources": _apt_sources,

@@ -6,11 +6,15 @@ export LC_ALL
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/nvidia/bin:$PATH
 conda_prefixes="/opt/conda /opt/miniconda3 /opt/miniforge3"
 files=""
+apt_names=""
+apt_kernel=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --conda) conda_prefixes="$conda_prefixes $2"; shift 2 ;;
     --file) files="$files
 $2"; shift 2 ;;
+    --apt) apt_names="$apt_names $2"; shift 2 ;;
+    --apt-kernel) apt_kernel="$apt_kernel $2"; shift 2 ;;
     *) shift ;;
   esac
 done
@@ -39,6 +43,15 @@ if [ -d /sys/firmware/efi ]; then
 else
   echo efi: no
 fi
+# --- the DKMS signing key (Ubuntu's shim-signed MOK): present, and enrolled in shim ---
+mok=/var/lib/shim-signed/mok/MOK.der
+if [ -e "$mok" ]; then
+  echo 'mok-key: present'
+  have mokutil && printf 'mok-test: %s\n' "$(mokutil --test-key "$mok" 2>&1 | head -n 1)"
+else
+  echo 'mok-key: absent'
+fi
+# --- end DKMS signing key ---
 section disks
 # where apt downloads packages and where the initramfs is written: a preflight for both
 df -P -B1 / /var /var/cache/apt/archives /boot 2>/dev/null
@@ -194,4 +207,18 @@ if [ -n "$nvsw" ] && have nvidia-smi; then
       /^    [^ ]/{f=0} f && /^        (State|Status) /{print}'
 fi
 # --- end fabric ---
+# --- Ubuntu's archive as apt sees it: each --apt name, and each --apt-kernel prefix for the
+# running kernel and the one /boot/vmlinuz boots next (driver source: ubuntu) ---
+section apt-versions
+if [ -n "$apt_names$apt_kernel" ] && have apt-cache; then
+  next=$(readlink /boot/vmlinuz 2>/dev/null); next=${next##*/vmlinuz-}; next=${next#vmlinuz-}
+  names=$apt_names
+  for p in $apt_kernel; do
+    names="$names $p-$(uname -r)"
+    [ -n "$next" ] && names="$names $p-$next"
+  done
+  # shellcheck disable=SC2086  # names are single words (validated package names)
+  apt-cache madison $names 2>/dev/null
+fi
+# --- end apt-versions ---
 section end

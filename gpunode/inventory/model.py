@@ -227,6 +227,15 @@ class Driver(Strict):
     """Load a new driver (or fix a driver/library version mismatch) by unloading and
     loading the kernel module instead of rebooting, where that is safe: nothing holds the
     GPUs and nouveau is not loaded; a refused unload reboots after all. false: reboot."""
+    source: Literal["nvidia", "ubuntu"] = "nvidia"
+    """nvidia: NVIDIA's repository, its kernel module built by DKMS on the host (unsigned:
+    with Secure Boot on, the DKMS key must be enrolled). ubuntu: Ubuntu's own archive,
+    precompiled modules signed by Canonical (linux-modules-nvidia-*, as `ubuntu-drivers
+    install --gpgpu`): no DKMS, no kernel headers, loads under Secure Boot."""
+    server: bool = False
+    """source: ubuntu only: the `-server` (datacenter) builds of the branch."""
+    headless: bool = True
+    """source: ubuntu only: nvidia-headless-no-dkms-* (no X); false: nvidia-driver-*."""
 
     @model_validator(mode="before")
     @classmethod
@@ -246,6 +255,11 @@ class Driver(Strict):
             )
         if self.version is not None and self.update == "latest":
             raise ValueError("update: latest moves a branch; a pinned version cannot move")
+        if self.source == "nvidia" and (self.server or not self.headless):
+            raise ValueError(
+                "server and headless choose among Ubuntu's packages: set source: ubuntu,"
+                " or drop them"
+            )
         return self
 
 

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from gpunode.compat import check_host, toolkit_ubuntu
-from gpunode.compat.driver import release_installed, secure_boot_refusal
+from gpunode.compat.driver import (
+    release_installed,
+    secure_boot_refusal,
+    ubuntu_modules_package,
+    ubuntu_modules_refusal,
+)
 from gpunode.compat.rules import rules
 from gpunode.facts.model import HostFacts
 from gpunode.inventory.model import Host
@@ -40,10 +45,20 @@ def refusal(host: Host, facts: HostFacts) -> str | None:
             )
     if wants_nvidia and os_.version_id not in NVIDIA_RELEASES:
         return f"Ubuntu {os_.version_id} has no NVIDIA CUDA repository"
-    if stack.driver and facts.secure_boot and not stack.vars.get("secure_boot_signed"):
-        unsigned = secure_boot_refusal(stack.driver, facts.module.version)
+    if stack.driver and facts.secure_boot:
+        # stack.vars.secure_boot_signed: the admin signs DKMS's modules another way
+        enrolled = bool(facts.mok_key.enrolled or stack.vars.get("secure_boot_signed"))
+        unsigned = secure_boot_refusal(stack.driver, facts.module.version, enrolled)
         if unsigned:
             return unsigned
+    # an apt that lists nothing of Ubuntu's NVIDIA packages has not fetched its lists yet:
+    # the apply refreshes them and asks again
+    if stack.driver and stack.driver.source == "ubuntu" and any(facts.apt_versions.values()):
+        kernel = facts.kernels.next_boot or facts.kernel or None
+        name = ubuntu_modules_package(stack.driver, kernel) if kernel else ""
+        no_modules = ubuntu_modules_refusal(stack.driver, kernel, facts.apt_versions.get(name, []))
+        if no_modules and not facts.package(name):
+            return no_modules
     missing = [c for c in toolkits if not any(t.version == c for t in facts.toolkits)]
     if missing:
         need = int(rules()["toolkit_disk_bytes"]) * len(missing)

@@ -9,9 +9,14 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from gpunode.compat import cudnn_names, toolkit_package
-from gpunode.compat.driver import driver_userspace_package, in_branch, release_package
+from gpunode.compat.driver import (
+    driver_userspace_package,
+    in_branch,
+    release_package,
+    userspace_package,
+)
 from gpunode.facts.model import HostFacts
-from gpunode.inventory.model import Host
+from gpunode.inventory.model import Driver, Host
 from gpunode.resolve.specs import (
     build_cuda,
     fits_toolkit,
@@ -83,7 +88,9 @@ def resolve(host: Host, facts: HostFacts, catalog: CatalogFor | None) -> Resolve
     out = Resolved()
     source = _Source(host, catalog, out.notes)
     if stack.driver:
-        out.driver = _driver(host, facts, source, out.notes)
+        # Ubuntu's archive: what the host's apt offers, read with the facts
+        ubuntu = _from_apt(stack.driver, facts) if stack.driver.source == "ubuntu" else None
+        out.driver = _driver(host, facts, ubuntu or source, out.notes)
     toolkit = stack.cuda.default_toolkit if stack.cuda else None
     if stack.cuda:
         for cuda in stack.cuda.toolkits:
@@ -127,11 +134,41 @@ class _Source:
         return self.loaded
 
 
+class AptCatalog:
+    """What the host's apt offers from Ubuntu's archive, as the facts read it
+    (driver source: ubuntu; the NVIDIA repository plays no part)."""
+
+    def __init__(self, offered: dict[str, list[str]]) -> None:
+        self.offered = offered
+
+    where = "Ubuntu's archive (the host's apt)"
+    how = "apt-cache madison, with the facts"
+
+    def versions(self, name: str) -> list[str]:
+        return list(self.offered.get(name, []))
+
+    def names(self) -> list[str]:
+        return sorted(self.offered)
+
+
+def _from_apt(driver: Driver, facts: HostFacts) -> Callable[[str, str], Catalog]:
+    def source(field: str, need: str) -> Catalog:
+        names = tuple(facts.apt_versions) or (release_package(driver),)
+        if not any(facts.apt_versions.values()):  # apt's lists are empty, or never fetched
+            raise IndexNeeded(
+                f"{field}: {need}, and the host's apt lists name no Ubuntu NVIDIA package yet",
+                names,
+            )
+        return AptCatalog(facts.apt_versions)
+
+    return source
+
+
 def wanted_names(host: Host) -> tuple[str, ...]:
     """The packages whose versions the host's specs are resolved from."""
     stack = host.stack
     names: list[str] = []
-    if stack.driver:
+    if stack.driver and stack.driver.source == "nvidia":
         d = stack.driver
         names += [release_package(d), driver_userspace_package(d.branch)]
     toolkit = stack.cuda.default_toolkit if stack.cuda else None
@@ -144,7 +181,9 @@ def wanted_names(host: Host) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def _driver(host: Host, facts: HostFacts, source: _Source, notes: list[str]) -> str:
+def _driver(
+    host: Host, facts: HostFacts, source: Callable[[str, str], Catalog], notes: list[str]
+) -> str:
     d = host.stack.driver
     assert d is not None
     meta = release_package(d)
@@ -184,7 +223,7 @@ def installed_driver(host: Host, facts: HostFacts) -> str | None:
     loaded module nvidia-smi agrees with (an image's or the .run installer's driver)."""
     d = host.stack.driver
     assert d is not None
-    pkg = facts.package(driver_userspace_package(d.branch))
+    pkg = facts.package(userspace_package(d))
     if pkg is not None and in_branch(d, upstream(pkg.version)):
         return upstream(pkg.version)
     loaded = facts.module.version

@@ -57,6 +57,7 @@ def render(name: str, f: HostFacts) -> str:
         ("os", f"{f.os.pretty_name or f.os.id + ' ' + f.os.version_id} ({f.arch})"),
         ("kernel", f.kernel),
         ("secure boot", {True: "on", False: "off", None: "unknown (no EFI)"}[f.secure_boot]),
+        ("dkms signing key", _mok(f)),
         ("boot id", f.boot_id),
         ("disk free", ", ".join(f"{d.path} {_gib(d.free_bytes)}" for d in f.disks) or "?"),
         ("pci gpus", ", ".join(f"{g.slot} [10de:{g.device_id}]" for g in f.pci_gpus) or "none"),
@@ -151,3 +152,9 @@ def _nvswitch_rows(f: HostFacts) -> list[tuple[str, str]]:
         ("fabric", fabric),
         ("fabric manager", manager),
     ]
+
+
+def _mok(f: HostFacts) -> str:
+    if not f.mok_key.present:
+        return "none"
+    return {True: "enrolled", False: "not enrolled", None: "present"}[f.mok_key.enrolled]

@@ -2,6 +2,7 @@
 
 Layout under the returned root (served over HTTP at base_url):
   ubuntu2204/x86_64/, ubuntu2404/x86_64/  flat apt repositories, like NVIDIA's network repo
+  ubuntu/dists/<codename>-updates/         Ubuntu's archive for its own NVIDIA packages
   pip/simple/, pip/cu124/, ...             PEP 503 indexes of stand-in wheels
   conda/Miniconda3-latest-Linux-x86_64.sh  a stand-in Miniconda installer
 """
@@ -21,7 +22,7 @@ from email.utils import formatdate
 from importlib import resources
 from pathlib import Path
 
-from gpunode_lab.repo import catalog, conda, nvidia_repo, pypi
+from gpunode_lab.repo import catalog, conda, nvidia_repo, pypi, ubuntu_archive
 from gpunode_lab.repo.catalog_kernel import machine_kernel
 from gpunode_lab.repo.deb import Package, control_text, deb_bytes
 from gpunode_lab.repo.signing import Signer
@@ -35,7 +36,7 @@ def generator_version() -> str:
     h = hashlib.sha256(GENERATOR.encode())
     here = resources.files("gpunode_lab.repo")
     code = [p.name for p in here.iterdir() if p.name.endswith(".py")]
-    for name in sorted([*code, nvidia_repo.DATA_FILE, "dkms_standin.sh"]):
+    for name in sorted([*code, nvidia_repo.DATA_FILE, ubuntu_archive.DATA_FILE, "dkms_standin.sh"]):
         h.update((here / name).read_bytes())
     for name in ("q.txt", "q.xml"):
         h.update((here / "smi_templates" / name).read_bytes())
@@ -74,6 +75,8 @@ def build_repository(dest: Path, base_url: str, mirror: str = "full") -> Path:
         with Signer(dest / "key") as signer:
             keyring = signer.public_keyring()
             _build_apt(work, base_url.rstrip("/"), keyring, signer, mirror)
+        with Signer(dest / "ubuntu-key") as signer:  # Ubuntu's archive has a key of its own
+            ubuntu_archive.build(work, signer, signer.public_keyring())
         pypi.build_index(work / "pip")
         conda.write_installer(work / "conda")
         (work / "README.txt").write_text(README)

@@ -54,6 +54,12 @@ build() { # module version kernel
     out="$tree/$1/$2/$3/$arch/module"
     mkdir -p "$out"
     printf 'gpunode lab stand-in %s.ko %s for %s\n' "$1" "$2" "$3" > "$out/$1.ko"
+    # As Ubuntu's dkms: sign with the MOK that update-secureboot-policy made, if there is one
+    mok=/var/lib/shim-signed/mok
+    if [ -r "$mok/MOK.der" ] && [ -r "$mok/MOK.priv" ]; then
+        printf 'signer: MOK %s\n' "$(sha256sum < "$mok/MOK.der" | cut -d' ' -f1)" >> "$out/$1.ko"
+        echo "Signing module $out/$1.ko"
+    fi
     echo "  CC [M]  $1/$1.o" >> "$log"
     echo "  LD [M]  $1.ko" >> "$log"
     echo "make[1]: Leaving directory '/usr/src/linux-headers-$3'" >> "$log"
