@@ -154,6 +154,15 @@ class Kernels(_Fact):
     headers: list[str] = Field(default_factory=list)  # /usr/src/linux-headers-<k> or .../build
 
 
+class ContainerFacts(_Fact):
+    runtimes: list[str] = Field(default_factory=list)
+    """Container runtimes on PATH: docker, containerd."""
+    cdi_spec: bool = False
+    """/etc/cdi/nvidia.yaml exists (and is readable)."""
+    cdi_driver: str | None = None
+    """The driver release the CDI spec was generated for (its libcuda.so.<release>)."""
+
+
 class HostFacts(_Fact):
     hostname: str = ""
     os: OsRelease = Field(default_factory=OsRelease)
@@ -187,6 +196,8 @@ class HostFacts(_Fact):
     """`dkms status`, line by line (empty without dkms)."""
     gpunode_holds: list[str] = Field(default_factory=list)
     """Packages gpunode held itself (/var/lib/gpunode/holds); other holds are the admin's."""
+    containers: ContainerFacts = Field(default_factory=ContainerFacts)
+    """Container runtimes installed and the CDI spec's driver (the container_toolkit role)."""
     errors: list[str] = Field(default_factory=list)
     """Sections the parser could not read, with why; never fatal."""
     gather_seconds: float = 0.0

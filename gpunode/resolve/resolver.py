@@ -12,6 +12,7 @@ from gpunode.compat import cudnn_names, toolkit_package
 from gpunode.compat.driver import driver_userspace_package, in_branch, release_package
 from gpunode.facts.model import HostFacts
 from gpunode.inventory.model import Host
+from gpunode.resolve.containers import resolve_toolkit
 from gpunode.resolve.specs import (
     build_cuda,
     fits_toolkit,
@@ -69,6 +70,7 @@ class Resolved:
     driver: str | None = None  # the release, "550.163.01"
     cudnn: Pin | None = None
     nccl: Pin | None = None
+    container_toolkit: str | None = None  # the Debian version, "1.17.8-1"
     notes: list[str] = field(default_factory=list)
 
 
@@ -76,9 +78,15 @@ CatalogFor = Callable[[], Catalog]
 """Reads the host's repository index on first call (raises IndexUnavailable)."""
 
 
-def resolve(host: Host, facts: HostFacts, catalog: CatalogFor | None) -> Resolved:
-    """Exact versions for the host's driver, cuDNN and NCCL specs, and that its toolkits
-    exist; raises Unresolvable with what the repository offers instead."""
+def resolve(
+    host: Host,
+    facts: HostFacts,
+    catalog: CatalogFor | None,
+    containers: CatalogFor | None = None,
+) -> Resolved:
+    """Exact versions for the host's driver, cuDNN, NCCL and container toolkit specs, and
+    that its toolkits exist; raises Unresolvable with what the repository offers instead.
+    `containers` reads the libnvidia-container repository's index."""
     stack = host.stack
     out = Resolved()
     source = _Source(host, catalog, out.notes)
@@ -94,6 +102,8 @@ def resolve(host: Host, facts: HostFacts, catalog: CatalogFor | None) -> Resolve
     if stack.nccl and toolkit:
         out.nccl = _nccl(stack.nccl, toolkit, facts, source)
         out.notes.append(f"nccl: {out.nccl.version}, {out.nccl.why}")
+    if stack.containers:
+        out.container_toolkit = resolve_toolkit(host, facts, containers, out.notes)
     return out
 
 
