@@ -56,6 +56,11 @@ def drop_in() -> bool:
     return (major, minor) >= (1, 18)
 
 
+def shown(path: Path) -> str:
+    """The path as the host sees it."""
+    return "/" + path.relative_to(ROOT).as_posix()
+
+
 def write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
@@ -66,7 +71,7 @@ def write(path: Path, text: str) -> None:
 def configure_docker(config: Path) -> int:
     doc: dict[str, object] = {}
     if config.exists() and config.read_text().strip():
-        log("INFO", f"Loading config from {config}")
+        log("INFO", f"Loading config from {shown(config)}")
         try:
             doc = json.loads(config.read_text())
         except ValueError as exc:
@@ -78,7 +83,7 @@ def configure_docker(config: Path) -> int:
         return fail("unable to update config: runtimes is not a map")
     runtimes["nvidia"] = {"args": [], "path": "nvidia-container-runtime"}
     write(config, json.dumps(doc, indent=4, sort_keys=True) + "\n")
-    log("INFO", f"Wrote updated config to {config}")
+    log("INFO", f"Wrote updated config to {shown(config)}")
     log("INFO", "It is recommended that docker daemon be restarted.")
     return 0
 
@@ -100,7 +105,7 @@ def configure_containerd(config: Path) -> int:
             write(config, head + CONTAINERD_BLOCK)
         else:
             write(config, main)
-        log("INFO", f"Wrote updated config to /{config.relative_to(ROOT).as_posix()}")
+        log("INFO", f"Wrote updated config to {shown(config)}")
     log("INFO", "It is recommended that containerd daemon be restarted.")
     return 0
 
