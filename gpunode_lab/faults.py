@@ -398,9 +398,6 @@ def _container_runtime(
     if image and not re.fullmatch(r"[a-z0-9][a-z0-9._/:@-]*", image):
         raise KnobError(f"{image!r} is not an image name")
     os.makedirs(f"{root}/etc/{engine}", exist_ok=True)
-    # the machine's own engine, if /usr/local/bin has one, would come first on PATH
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(f"{root}/usr/local/bin/{engine}")
     path = f"{root}/usr/bin/{engine}"
     with open(path, "w") as fh:
         fh.write(DOCKER if engine == "docker" else CONTAINERD)

@@ -131,3 +131,45 @@ def test_update_latest_moves_the_toolkit(lab: Lab, tmp_path: Path) -> None:
     assert code == 0, [(e["host"], e["message"]) for e in of(evs, "host-finished")]
     assert {packages(inv, HOST)[p] for p in TOOLKIT} == {("1.18.1-1", True)}
     assert restarts(inv) == 1
+
+
+def test_containerd_gets_the_runtime_and_one_restart(lab: Lab, tmp_path: Path) -> None:
+    """The newest release (1.18) writes containerd's drop-in file and has the main
+    configuration import it; containerd is restarted once, and not again."""
+    fresh(lab, HOST)
+    assert lab.gpunode("lab", "fault", HOST, "container-runtime", "containerd").returncode == 0
+    inv = lab.inventory(tmp_path, **{**stack({"branch": "550"}), "containers": {
+        "runtime": ["docker", "containerd"], "cdi": False}, "smoke": []})  # fmt: skip
+    code, evs = apply(lab, inv, "--limit", HOST)
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "host-finished")]
+    drop_in = on_host(inv, HOST, "cat /etc/containerd/conf.d/99-nvidia.toml")
+    assert 'BinaryName = "/usr/bin/nvidia-container-runtime"' in drop_in
+    main = on_host(inv, HOST, "cat /etc/containerd/config.toml")
+    assert 'imports = ["/etc/containerd/conf.d/*.toml"]' in main
+    count = "cat /var/lib/gpunode-lab/restarts/containerd"
+    assert on_host(inv, HOST, count).split() == ["restart"]
+    # docker is not on this host: nothing written for it, and no CDI spec (cdi: false)
+    assert on_host(inv, HOST, "test -e /etc/docker/daemon.json && echo y || echo n") == "n\n"
+    assert "nvidia.yaml" not in on_host(inv, HOST, "ls /etc/cdi 2>/dev/null || true")
+    code, evs = apply(lab, inv, "--limit", HOST)
+    assert code == 0 and changed(evs) == []
+    assert on_host(inv, HOST, count).split() == ["restart"]
+
+
+def test_a_key_with_another_fingerprint_is_never_installed(lab: Lab, tmp_path: Path) -> None:
+    """The repository serves a key whose fingerprint is not the pinned one (a mirror that
+    was tampered with): the step fails, and neither the keyring, the sources file nor any
+    toolkit package is on the host."""
+    fresh(lab, HOST)
+    inv = lab.inventory(tmp_path, **stack({"branch": "550"}))
+    text = inv.read_text()
+    pinned = text.split("nvidia_container_key_fingerprint: ")[1].split()[0].strip('"')
+    other = ("0" if pinned[0] != "0" else "1") + pinned[1:]
+    inv.write_text(text.replace(pinned, other))
+    code, evs = apply(lab, inv, "--limit", HOST)
+    assert code != 0
+    failed = [e for e in of(evs, "change-finished", HOST) if e["status"] == "failed"]
+    assert "is not the pinned" in failed[0]["message"], failed
+    listing = on_host(inv, HOST, "ls /usr/share/keyrings /etc/apt/sources.list.d")
+    assert "nvidia-container-toolkit" not in listing
+    assert not {p for p in packages(inv, HOST) if "container" in p}
