@@ -23,6 +23,8 @@ from gpunode_lab import hostinit, procs
 from gpunode_lab.repo import catalog_kernel
 from gpunode_lab.repo.deb import deb_bytes
 from gpunode_lab.standins import (
+    CONTAINERD,
+    DOCKER,
     DPKG_LOCKER,
     GPU_BUSY_PY,
     GPU_BUSY_SH,
@@ -66,6 +68,8 @@ KNOBS = {
     "gpu-busy": "a GPU job holds /dev/nvidia0, using VALUE MiB (default 40960)",
     "newer-kernel": "a newer kernel is installed without its headers and boots next (one-shot)",
     "no-headers": "apt offers no linux-headers-VALUE (default: the newer kernel's)",
+    "container-runtime": "a container engine is installed: docker (docker:IMAGE also has"
+    " IMAGE) or containerd; systemctl counts its restarts in /var/lib/gpunode-lab/restarts",
 }
 LOAD_PATTERNS = ("idle", "busy", "wave")
 SYS_PATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -436,6 +440,30 @@ def _no_headers(host: FaultyHost, f: dict[str, Any], knob: str, value: Any, off:
     return f"apt offers no linux-headers-{release}"
 
 
+def _container_runtime(
+    host: FaultyHost, f: dict[str, Any], knob: str, value: Any, off: bool
+) -> str:
+    """Writes the engine's stand-in (and the images it has) into the host's disk; it stays
+    installed after a reboot, as a package would."""
+    root = f"/proc/{_running(host)}/root"
+    engine, _, image = str(value or "docker").partition(":")
+    if engine not in ("docker", "containerd") or off:
+        raise KnobError("container-runtime takes docker, docker:IMAGE or containerd (no --off)")
+    if image and not re.fullmatch(r"[a-z0-9][a-z0-9._/:@-]*", image):
+        raise KnobError(f"{image!r} is not an image name")
+    os.makedirs(f"{root}/etc/{engine}", exist_ok=True)
+    path = f"{root}/usr/bin/{engine}"
+    with open(path, "w") as fh:
+        fh.write(DOCKER if engine == "docker" else CONTAINERD)
+    os.chmod(path, 0o755)
+    if image:
+        os.makedirs(f"{root}/var/lib/docker", exist_ok=True)
+        with open(f"{root}/var/lib/docker/gpunode-lab-images", "a") as fh:
+            fh.write(image + "\n")
+    f[knob] = sorted({*f.get(knob, []), str(value or "docker")})
+    return f"{engine} installed" + (f" with {image}" if image else "")
+
+
 # knob -> what sets it: changes the faults `f` in place, acts on the host, returns a note.
 _SETTERS: dict[str, Callable[[FaultyHost, dict[str, Any], str, Any, bool], str]] = {
     "refuse": _listener,
@@ -453,6 +481,7 @@ _SETTERS: dict[str, Callable[[FaultyHost, dict[str, Any], str, Any, bool], str]]
     "gpu-busy": _gpu_busy,
     "newer-kernel": _newer_kernel,
     "no-headers": _no_headers,
+    "container-runtime": _container_runtime,
 }
 _LISTENER_KNOBS = ("refuse", "stall", "latency")
 

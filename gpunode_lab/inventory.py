@@ -25,6 +25,7 @@ def repo_urls(base_url: str) -> dict[str, str]:
         "conda_installer": f"{base_url}/conda/Miniconda3-latest-Linux-x86_64.sh",
         "pytorch_index": f"{base_url}/pip",
         "pypi_index": f"{base_url}/pip/simple",
+        "nvidia_container": f"{base_url}/libnvidia-container",
     }
 
 
@@ -36,6 +37,9 @@ def _trust(cfg: LabConfig, urls: dict[str, str]) -> list[str]:
     installer = urls["conda_installer"].removeprefix(cfg.repo_url).lstrip("/")
     if (root / installer).is_file():
         out.append(f"    conda_installer_sha256: {_q(_sha256(root / installer))}")
+    fpr = root / "libnvidia-container" / "gpgkey.fingerprint"
+    if fpr.is_file():
+        out.append(f"    nvidia_container_key_fingerprint: {_q(fpr.read_text().strip())}")
     debs = sorted(root.glob("ubuntu*/x86_64/cuda-keyring_1.1-1_all.deb"))
     if debs:
         out.append("    cuda_keyring_sha256:")

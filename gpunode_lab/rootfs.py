@@ -85,6 +85,15 @@ MACHINE_ONLY = (
     "etc/xdg/pip",
     "root/.config/pip",
     "root/.pip",
+    # no container engine either: `gpunode lab fault HOST container-runtime` installs one
+    "usr/bin/docker",
+    "usr/bin/dockerd",
+    "usr/bin/containerd",
+    "usr/local/bin/docker",
+    "usr/local/bin/dockerd",
+    "usr/local/bin/containerd",
+    "etc/docker",
+    "etc/containerd",
 )
 
 

@@ -51,7 +51,7 @@ SYSTEMCTL = (
 # enable links it into
 # multi-user.target.wants (the lab's init starts those at boot), start runs ExecStart and
 # fails as systemd does when that exits non-zero, is-active reads the PIDFile's process.
-# Every other unit and verb is accepted and ignored.
+# Every other unit and verb is accepted and ignored; restarts are counted.
 verb=; units=; quiet=
 for arg in "$@"; do
     case "$arg" in
@@ -63,6 +63,15 @@ for arg in "$@"; do
         *) if [ -z "$verb" ]; then verb=$arg; else units="$units ${arg%.service}"; fi ;;
     esac
 done
+# a restart is counted per unit (/var/lib/gpunode-lab/restarts/UNIT, one line each)
+case "$verb" in
+    restart|try-restart|reload-or-restart)
+        mkdir -p /var/lib/gpunode-lab/restarts
+        for u in $units; do
+            case "$u" in */*) continue ;; esac
+            echo restart >> "/var/lib/gpunode-lab/restarts/$u"
+        done ;;
+esac
 # nvidia-persistenced runs as a daemon with no unit file of the lab's: it needs the
 # package's binary and a loaded nvidia module (the module's users cannot unload it)
 """
@@ -401,3 +410,58 @@ STANDINS: dict[str, str] = {
     "usr/sbin/update-initramfs": UPDATE_INITRAMFS,
     "usr/sbin/modprobe": MODPROBE,
 }
+
+
+# A container engine for the container toolkit: `docker run` starts a GPU container only
+# through the nvidia runtime (--gpus, as daemon.json names it) or a CDI device the spec
+# lists, and only from an image the host already has (the lab pulls nothing).
+DOCKER = """\
+#!/bin/sh
+# gpunode lab stand-in for docker: images are names in /var/lib/docker/gpunode-lab-images.
+images=/var/lib/docker/gpunode-lab-images
+case "$1" in
+    --version) echo "Docker version 27.5.1, build 9f9e405 (gpunode lab)"; exit 0 ;;
+    image)
+        [ "$2" = inspect ] && grep -qxF -- "$3" "$images" 2>/dev/null && { echo "[{}]"; exit 0; }
+        echo "Error response from daemon: No such image: $3" >&2; exit 1 ;;
+    run) shift ;;
+    *) echo "docker (gpunode lab): unsupported: $*" >&2; exit 1 ;;
+esac
+gpus=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --rm) shift ;;
+        --gpus) gpus=runtime; shift 2 ;;
+        --gpus=*) gpus=runtime; shift ;;
+        --device) gpus="cdi:$2"; shift 2 ;;
+        --device=*) gpus="cdi:${1#--device=}"; shift ;;
+        -*) echo "docker (gpunode lab): unsupported option $1" >&2; exit 125 ;;
+        *) break ;;
+    esac
+done
+image=$1; shift
+grep -qxF -- "$image" "$images" 2>/dev/null || {
+    echo "docker: Error response from daemon: No such image: $image" >&2; exit 125; }
+case "$gpus" in
+    runtime)
+        grep -qs '"nvidia-container-runtime"' /etc/docker/daemon.json || {
+            printf '%s%s\\n' 'docker: Error response from daemon: could not select device' \\
+                ' driver "" with capabilities: [[gpu]].' >&2
+            exit 125; } ;;
+    cdi:*)
+        nvidia-ctk cdi list 2>/dev/null | grep -qxF -- "${gpus#cdi:}" || {
+            printf '%s%s\\n' 'docker: Error response from daemon: CDI device injection' \\
+                " failed: unresolvable CDI devices ${gpus#cdi:}." >&2
+            exit 125; } ;;
+esac
+exec "$@"
+"""
+
+CONTAINERD = """\
+#!/bin/sh
+# gpunode lab stand-in for containerd.
+case "$1" in
+    --version|-v) echo "containerd github.com/containerd/containerd 1.7.27 (gpunode lab)" ;;
+    *) echo "containerd (gpunode lab): not a daemon here" >&2; exit 1 ;;
+esac
+"""

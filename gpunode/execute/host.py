@@ -170,6 +170,11 @@ class HostRun:
             tags=self.opts.tags,
             search=self.opts.search,
             catalog=catalog,
+            containers=(
+                self.opts.versions.container_catalog_for(self.host.repos.nvidia_container)
+                if self.opts.versions
+                else None
+            ),
             skip_tags=self.opts.skip_tags,
             allow_busy=self.opts.allow_busy,
             allow_change_held=self.opts.allow_change_held,

@@ -196,6 +196,15 @@ class MokKey(_Fact):
     enrolled: bool | None = None  # None: not asked (no key, no mokutil) or no clear answer
 
 
+class ContainerFacts(_Fact):
+    runtimes: list[str] = Field(default_factory=list)
+    """Container runtimes on PATH: docker, containerd."""
+    cdi_spec: bool = False
+    """/etc/cdi/nvidia.yaml exists (and is readable)."""
+    cdi_driver: str | None = None
+    """The driver release the CDI spec was generated for (its libcuda.so.<release>)."""
+
+
 class HostFacts(_Fact):
     hostname: str = ""
     os: OsRelease = Field(default_factory=OsRelease)
@@ -237,6 +246,8 @@ class HostFacts(_Fact):
     """NVSwitches on the PCI bus: the host needs NVIDIA Fabric Manager."""
     fabric: Fabric = Field(default_factory=Fabric)
     """Each GPU's fabric state (hosts with NVSwitches only)."""
+    containers: ContainerFacts = Field(default_factory=ContainerFacts)
+    """Container runtimes installed and the CDI spec's driver (the container_toolkit role)."""
     errors: list[str] = Field(default_factory=list)
     """Sections the parser could not read, with why; never fatal."""
     gather_seconds: float = 0.0

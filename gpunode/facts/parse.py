@@ -511,6 +511,7 @@ def parse_facts(text: str) -> HostFacts:
         "dkms": lambda facts, t: setattr(facts, "dkms", parse_dkms_status(t)),
         "gpunode-holds": _gpunode_holds,
         "fabric": lambda facts, t: setattr(facts, "fabric", parse_fabric(t)),
+        "containers": _containers,
     }
     combined: dict[str, Callable[[HostFacts, dict[str, str]], None]] = {
         "pci": _pci,
@@ -539,3 +540,16 @@ def _gpunode_holds(facts: HostFacts, text: str) -> None:
     """/var/lib/gpunode/holds: one package name a line; anything else is not a name."""
     names = (line.strip() for line in text.splitlines())
     facts.gpunode_holds = sorted({n for n in names if re.fullmatch(r"[a-z0-9][a-z0-9+.-]+", n)})
+
+
+def _containers(facts: HostFacts, text: str) -> None:
+    """`runtime NAME` per runtime on PATH; `cdi-spec`, `cdi-driver RELEASE` from the spec."""
+    c = facts.containers
+    for line in text.splitlines():
+        key, _, value = line.strip().partition(" ")
+        if key == "runtime" and value in ("docker", "containerd"):
+            c.runtimes.append(value)
+        elif key == "cdi-spec":
+            c.cdi_spec = True
+        elif key == "cdi-driver" and re.fullmatch(r"[0-9]+(\.[0-9]+)+", value):
+            c.cdi_driver = value

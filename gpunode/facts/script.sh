@@ -221,4 +221,12 @@ if [ -n "$apt_names$apt_kernel" ] && have apt-cache; then
   apt-cache madison $names 2>/dev/null
 fi
 # --- end apt-versions ---
+# --- containers: the runtimes installed and the driver the CDI spec was written for ---
+section containers
+for r in docker containerd; do have "$r" && printf 'runtime %s\n' "$r"; done
+if [ -r /etc/cdi/nvidia.yaml ]; then
+  printf 'cdi-spec\n'
+  sed -n 's/^.*libcuda\.so\.\([0-9][0-9.]*[0-9]\) *$/cdi-driver \1/p' /etc/cdi/nvidia.yaml | head -n 1
+fi
+# --- end containers ---
 section end

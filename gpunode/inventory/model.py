@@ -190,6 +190,12 @@ CUDA_KEYRING_SHA256 = {
 }
 
 
+# The key NVIDIA signs libnvidia-container with (https://nvidia.github.io/libnvidia-container/gpgkey).
+NVIDIA_CONTAINER_KEY_FINGERPRINT = "C95B321B61E88C1809C4F759DDCAE044F796ECB0"
+KeyFingerprint = Annotated[str, StringConstraints(pattern=r"\A[0-9A-F]{40}\Z")]
+"""An OpenPGP v4 fingerprint: 40 upper-case hex digits, no spaces."""
+
+
 class Repos(Strict):
     nvidia: RepoUrl | None = "https://developer.download.nvidia.com/compute/cuda/repos"
     """NVIDIA's CUDA repository or a mirror of it; null where the packages come from
@@ -209,6 +215,13 @@ class Repos(Strict):
     """A PyPI mirror for pip in the conda envs; none: pip's own default."""
     insecure_http: bool = False
     """Allow http:// for these repositories: for labs on a closed network only."""
+    nvidia_container: RepoUrl | None = "https://nvidia.github.io/libnvidia-container"
+    """NVIDIA's libnvidia-container repository (the container toolkit) or a mirror of it:
+    its `stable/deb/$(ARCH)` folder and its `gpgkey`; null where the packages come from
+    elsewhere."""
+    nvidia_container_key_fingerprint: KeyFingerprint = NVIDIA_CONTAINER_KEY_FINGERPRINT
+    """The fingerprint the repository's `gpgkey` must have: checked before it is installed.
+    A mirror serves NVIDIA's key unchanged."""
 
 
 class Driver(Strict):
@@ -346,7 +359,50 @@ SmokeTest = Literal[
     "torch-matmul",
     "tensorflow",
     "nccl-allreduce",
+    "containers",
 ]
+
+
+ContainerImage = Annotated[
+    str,
+    StringConstraints(
+        pattern=r"\A[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9._-]+)?(@sha256:[0-9a-f]{64})?\Z"
+    ),
+]
+"""An image reference: registry/name[:tag][@sha256:digest], not an option."""
+
+
+Runtime = Literal["docker", "containerd"]
+
+
+class Containers(Strict):
+    """NVIDIA's container toolkit, wired into the container runtimes the host has."""
+
+    runtime: list[Runtime] = Field(default_factory=lambda: list[Runtime](["docker"]))
+    """The runtimes to configure (`nvidia-ctk runtime configure`), each where installed."""
+    cdi: bool = True
+    """Write the CDI spec /etc/cdi/nvidia.yaml (again after a driver change)."""
+    version: PackageSpec | None = None
+    """The toolkit's version: a series ("1.17": an installed one is kept, else the newest)
+    or an exact Debian version ("1.17.8-1"); none: any, the newest when installing."""
+    update: Literal["keep", "latest"] = "keep"
+    """latest: move an installed toolkit to the newest the repository has (of `version`)."""
+    hold: bool = True
+    """apt-mark hold the toolkit's packages."""
+    image: ContainerImage | None = None
+    """A CUDA image the smoke test runs `nvidia-smi -L` in, if the host already has it
+    (nothing is pulled); none: the smoke test lists the CDI devices instead."""
+
+    @field_validator("runtime", mode="before")
+    @classmethod
+    def _one_runtime(cls, value: object) -> object:
+        return [value] if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _latest_moves(self) -> Containers:
+        if self.version is not None and "-" in self.version and self.update == "latest":
+            raise ValueError("update: latest moves a series; an exact version cannot move")
+        return self
 
 
 class Stack(Strict):
@@ -364,6 +420,8 @@ class Stack(Strict):
     """Miniconda and its envs; none: not managed."""
     smoke: list[SmokeTest] = Field(default_factory=list)
     """GPU smoke tests run after every apply (and by `gpunode smoke`)."""
+    containers: Containers | None = None
+    """NVIDIA's container toolkit for docker/containerd; none: not managed."""
     roles: list[Name] = Field(default_factory=list)
     """Extra roles (built-in or from the inventory's own roles/ folder), run after the stack."""
     vars: dict[str, str | int | float | bool | list[str]] = Field(default_factory=dict)
@@ -436,7 +494,7 @@ class Host(HostEntry):
     @classmethod
     def _repos_are_trusted(cls, repos: Repos) -> Repos:
         urls = {k: getattr(repos, k) for k in ("nvidia", "conda_installer", "pytorch_index",
-                                               "pypi_index")}  # fmt: skip
+                                               "pypi_index", "nvidia_container")}  # fmt: skip
         for key, url in urls.items():
             if url and url.startswith("http://") and not repos.insecure_http:
                 raise ValueError(

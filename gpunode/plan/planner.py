@@ -104,12 +104,14 @@ def plan_host(
     tags: Collection[str] | None = None,
     search: tuple[Path, ...] | None = None,
     catalog: CatalogFor | None = None,
+    containers: CatalogFor | None = None,
     skip_tags: Collection[str] | None = None,
     allow_busy: bool = False,
     allow_change_held: bool = False,
 ) -> HostPlan:
     """`catalog` reads the host's repository index, when a spec is not satisfied by what
-    the host has installed (gpunode.resolve). `tags`: keep only changes with one of these;
+    the host has installed (gpunode.resolve); `containers` the libnvidia-container
+    repository's. `tags`: keep only changes with one of these;
     `skip_tags`: drop changes with any of these. A plan that disrupts the GPUs (`disrupts`)
     is refused while processes use them, unless `allow_busy`, and carries the host's hooks.
     `allow_change_held`: a change may move a package the admin held (else the host is
@@ -120,7 +122,7 @@ def plan_host(
     only: set[str] | None = None
     pending: tuple[str, ...] = ()
     try:
-        resolved = resolve(host, facts, catalog)
+        resolved = resolve(host, facts, catalog, containers)
     except IndexNeeded as exc:
         # Plan the repository alone; the host's apt then says which versions it offers.
         resolved, only = (

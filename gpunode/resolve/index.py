@@ -52,7 +52,19 @@ class RepoVersions:
         url = repo_folder(nvidia, facts)
         return lambda: self.catalog(url)
 
+    def container_catalog_for(self, nvidia_container: str | None) -> CatalogFor | None:
+        if not nvidia_container:
+            return None
+        url = container_folder(nvidia_container)
+        return lambda: self.catalog(url)
+
 
 def repo_folder(nvidia: str, facts: HostFacts) -> str:
     """NVIDIA's folder for the host's release, as the nvidia_repo role configures it."""
     return f"{nvidia.rstrip('/')}/{facts.os.repo_slug}/x86_64/"
+
+
+def container_folder(nvidia_container: str) -> str:
+    """libnvidia-container's folder for x86_64 hosts, as the container_toolkit role names it
+    (`stable/deb/$(ARCH)`, which apt expands to amd64)."""
+    return f"{nvidia_container.rstrip('/')}/stable/deb/{ARCH}/"

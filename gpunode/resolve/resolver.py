@@ -20,6 +20,7 @@ from gpunode.inventory.model import Driver, Host
 from gpunode.resolve.specs import (
     build_cuda,
     fits_toolkit,
+    newest,
     pick,
     satisfies,
     series,
@@ -74,6 +75,7 @@ class Resolved:
     driver: str | None = None  # the release, "550.163.01"
     cudnn: Pin | None = None
     nccl: Pin | None = None
+    container_toolkit: str | None = None  # the Debian version, "1.17.8-1"
     notes: list[str] = field(default_factory=list)
 
 
@@ -81,9 +83,15 @@ CatalogFor = Callable[[], Catalog]
 """Reads the host's repository index on first call (raises IndexUnavailable)."""
 
 
-def resolve(host: Host, facts: HostFacts, catalog: CatalogFor | None) -> Resolved:
-    """Exact versions for the host's driver, cuDNN and NCCL specs, and that its toolkits
-    exist; raises Unresolvable with what the repository offers instead."""
+def resolve(
+    host: Host,
+    facts: HostFacts,
+    catalog: CatalogFor | None,
+    containers: CatalogFor | None = None,
+) -> Resolved:
+    """Exact versions for the host's driver, cuDNN, NCCL and container toolkit specs, and
+    that its toolkits exist; raises Unresolvable with what the repository offers instead.
+    `containers` reads the libnvidia-container repository's index."""
     stack = host.stack
     out = Resolved()
     source = _Source(host, catalog, out.notes)
@@ -101,6 +109,8 @@ def resolve(host: Host, facts: HostFacts, catalog: CatalogFor | None) -> Resolve
     if stack.nccl and toolkit:
         out.nccl = _nccl(stack.nccl, toolkit, facts, source)
         out.notes.append(f"nccl: {out.nccl.version}, {out.nccl.why}")
+    if stack.containers:
+        out.container_toolkit = _container_toolkit(host, facts, containers, out.notes)
     return out
 
 
@@ -306,3 +316,53 @@ def _has(versions: list[str], branch: str, limit: int) -> str:
     mine = sorted({upstream(v) for v in versions if matches_prefix(upstream(v), branch)},
                   key=debian_key)  # fmt: skip
     return f"it has {', '.join(mine[-limit:])}" if mine else f"it has no release of {branch}"
+
+
+CONTAINER_TOOLKIT = "nvidia-container-toolkit"
+
+
+def _container_toolkit(
+    host: Host, facts: HostFacts, catalog: CatalogFor | None, notes: list[str]
+) -> str:
+    """The container toolkit's version: the installed one that satisfies the spec unless
+    `update: latest`, else the newest of the spec in the libnvidia-container index."""
+    c = host.stack.containers
+    assert c is not None
+    spec = c.version or ""
+    have = facts.package(CONTAINER_TOOLKIT)
+    if have is not None and c.update == "keep" and (not spec or satisfies(have.version, spec)):
+        notes.append(f"container toolkit: {have.version}, installed")
+        return have.version
+    wanted = f"{CONTAINER_TOOLKIT} {spec}" if spec else CONTAINER_TOOLKIT
+    if have is None:
+        need = f"{wanted} is not installed"
+    elif c.update == "latest":
+        need = "update: latest"
+    else:
+        need = f"{CONTAINER_TOOLKIT} {have.version} is installed, {spec} wanted"
+    if not host.repos.nvidia_container:
+        raise Unresolvable(
+            f"stack.containers: {need}, and the libnvidia-container repository is not managed"
+            " here (repos.nvidia_container: null): install it from your own source"
+        )
+    if catalog is None:
+        raise Unresolvable(f"stack.containers: {need}, and no repository index was given")
+    try:
+        cat = catalog()
+    except IndexUnavailable as exc:
+        raise Unresolvable(
+            f"stack.containers: {need}, and the libnvidia-container index cannot be read"
+            f" from here ({exc}): pin stack.containers.version to the installed one, or"
+            " let this machine reach repos.nvidia_container"
+        ) from None
+    offered = cat.versions(CONTAINER_TOOLKIT)
+    best = pick(offered, spec) if spec else newest(offered)
+    if best is None:
+        has = ", ".join(series(offered, 2)) or f"no {CONTAINER_TOOLKIT}"
+        raise Unresolvable(
+            f"stack.containers.version: {CONTAINER_TOOLKIT} {spec} is not in {cat.where}:"
+            f" it has {has}"
+        )
+    why = "pinned" if "-" in spec else f"the newest {spec}".rstrip()
+    notes.append(f"container toolkit: {best}, {why} in {cat.where}")
+    return best

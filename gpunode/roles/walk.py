@@ -47,6 +47,8 @@ def builtin_roles(host: Host) -> list[str]:
         names.append("cuda_env")
     if s.conda:
         names.append("conda")
+    if s.containers:
+        names.append("container_toolkit")
     return names + [r for r in s.roles if r not in names]
 
 

@@ -40,7 +40,8 @@ from gpunode.transport.base import (
     quote,
 )
 
-TESTS = ("nvidia-smi", "cuda-vectoradd", "torch", "torch-matmul", "tensorflow", "nccl-allreduce")
+TESTS = ("nvidia-smi", "cuda-vectoradd", "torch", "torch-matmul", "tensorflow", "nccl-allreduce",
+         "containers")  # fmt: skip
 DEFAULT_TESTS = ("nvidia-smi", "cuda-vectoradd", "torch", "tensorflow", "nccl-allreduce")
 TEST_TIMEOUT = 300.0  # one test on the host; the suite as a whole is meant to take < 1 min
 SUITE_TIMEOUT = 1200.0
@@ -144,6 +145,7 @@ def suite_command(
     conda_prefix: str | None = None,
     pythons: Sequence[str] = (),
     test_timeout: float = TEST_TIMEOUT,
+    container_image: str | None = None,
 ) -> str:
     """The shell text that unpacks the suite (base64 text in the command) and runs the driver."""
     args = ["--tests", ",".join(tests), "--timeout", f"{test_timeout:g}"]
@@ -153,6 +155,8 @@ def suite_command(
         args += ["--conda-prefix", conda_prefix]
     for python in pythons:
         args += ["--python", python]
+    if container_image:
+        args += ["--image", container_image]
     driver_args = " ".join(quote(a) for a in args)
     return (
         'd=$(mktemp -d "${TMPDIR:-/tmp}/gpunode-smoke.XXXXXX") || exit 97; '
@@ -234,6 +238,7 @@ def smoke_host(
         conda_prefix=conda.prefix if conda is not None else None,
         pythons=pythons,
         test_timeout=test_timeout,
+        container_image=host.stack.containers.image if host.stack.containers else None,
     )
     try:
         transport.connect()

@@ -22,7 +22,7 @@ from email.utils import formatdate
 from importlib import resources
 from pathlib import Path
 
-from gpunode_lab.repo import catalog, conda, nvidia_repo, pypi, ubuntu_archive
+from gpunode_lab.repo import catalog, catalog_container, conda, nvidia_repo, pypi, ubuntu_archive
 from gpunode_lab.repo.catalog_kernel import machine_kernel
 from gpunode_lab.repo.deb import Package, control_text, deb_bytes
 from gpunode_lab.repo.signing import Signer
@@ -36,7 +36,8 @@ def generator_version() -> str:
     h = hashlib.sha256(GENERATOR.encode())
     here = resources.files("gpunode_lab.repo")
     code = [p.name for p in here.iterdir() if p.name.endswith(".py")]
-    for name in sorted([*code, nvidia_repo.DATA_FILE, ubuntu_archive.DATA_FILE, "dkms_standin.sh"]):
+    data = [nvidia_repo.DATA_FILE, ubuntu_archive.DATA_FILE, catalog_container.DATA_FILE]
+    for name in sorted([*code, *data, "dkms_standin.sh"]):
         h.update((here / name).read_bytes())
     for name in ("q.txt", "q.xml"):
         h.update((here / "smi_templates" / name).read_bytes())
@@ -77,6 +78,8 @@ def build_repository(dest: Path, base_url: str, mirror: str = "full") -> Path:
             _build_apt(work, base_url.rstrip("/"), keyring, signer, mirror)
         with Signer(dest / "ubuntu-key") as signer:  # Ubuntu's archive has a key of its own
             ubuntu_archive.build(work, signer, signer.public_keyring())
+        with Signer(dest / "key-container") as signer:
+            _build_container_repo(work / catalog_container.FOLDER, signer)
         pypi.build_index(work / "pip")
         conda.write_installer(work / "conda")
         (work / "README.txt").write_text(README)
@@ -131,6 +134,22 @@ def _build_apt(work: Path, base_url: str, keyring: bytes, signer: Signer, mirror
     shutil.rmtree(pool)
 
 
+def _build_container_repo(root: Path, signer: Signer) -> None:
+    """libnvidia-container/: `gpgkey` (armoured, as NVIDIA serves it), its fingerprint for
+    the lab's inventory, and the flat folder stable/deb/amd64/."""
+    folder = root / "stable" / "deb" / "amd64"
+    folder.mkdir(parents=True)
+    (root / "gpgkey").write_bytes(signer.public_key_armored())
+    (root / "gpgkey.fingerprint").write_text(signer.fingerprint() + "\n")
+    entries = []
+    for p in catalog_container.container_packages():
+        data = deb_bytes(p)
+        (folder / p.filename).write_bytes(data)
+        entries.append(_index_entry(p, data))
+    _write_indexes(folder, entries, label="NVIDIA libnvidia-container (gpunode lab stand-in)")
+    signer.sign_release(folder)
+
+
 def _index_entry(p: Package, data: bytes) -> str:
     fields = p.control_fields()
     desc = fields.pop()  # Description last, after the file's checksums
@@ -145,13 +164,15 @@ def _index_entry(p: Package, data: bytes) -> str:
     return control_text(fields)
 
 
-def _write_indexes(folder: Path, entries: list[str]) -> None:
+def _write_indexes(
+    folder: Path, entries: list[str], label: str = "NVIDIA CUDA (gpunode lab stand-in)"
+) -> None:
     packages = "\n".join(entries).encode()
     (folder / "Packages").write_bytes(packages)
     (folder / "Packages.gz").write_bytes(gzip.compress(packages, mtime=0))
     lines = [
         "Origin: NVIDIA",
-        "Label: NVIDIA CUDA (gpunode lab stand-in)",
+        f"Label: {label}",
         "Architecture: x86_64",
         f"Date: {formatdate(time.time(), usegmt=True)}",
     ]

@@ -81,6 +81,15 @@ class Signer:
         """The binary keyring apt's signed-by= reads (like cuda-archive-keyring.gpg)."""
         return _gpg(self.home, "--export")
 
+    def public_key_armored(self) -> bytes:
+        """The key as NVIDIA serves libnvidia-container's `gpgkey`: ASCII-armoured."""
+        return _gpg(self.home, "--armor", "--export")
+
+    def fingerprint(self) -> str:
+        """The primary key's fingerprint (40 hex digits)."""
+        out = _gpg(self.home, "--with-colons", "--list-keys").decode()
+        return next(ln.split(":")[9] for ln in out.splitlines() if ln.startswith("fpr:"))
+
     def sign_release(self, folder: Path) -> None:
         release = folder / "Release"
         for name in ("InRelease", "Release.gpg"):

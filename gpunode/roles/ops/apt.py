@@ -25,7 +25,7 @@ from gpunode.roles.ops.base import (
     sha256,
     shaped,
 )
-from gpunode.roles.ops.fetch import PRIVATE_DIR, verified
+from gpunode.roles.ops.fetch import PRIVATE_DIR, verified, verified_key
 
 
 def apt_get(lock_timeout: int) -> str:
@@ -96,6 +96,11 @@ class AptRepositoryArgs(Args):
     keyring_sha256: str | None = Field(
         None, description="The sha256 the file at keyring_url must have."
     )
+    keyring_fingerprint: str | None = Field(
+        None,
+        description="Or: the file at keyring_url is an ASCII-armoured key that must hold"
+        " exactly one key, with this fingerprint (40 hex digits); it is installed dearmoured.",
+    )
     insecure_http: bool = Field(
         False, description="Allow plain http downloads (labs only): repos.insecure_http."
     )
@@ -113,7 +118,8 @@ class AptRepository(Operation):
     Changes only what differs: the keyring package is installed (downloaded into a private
     directory, its sha256 checked) when it is missing or at another version, and the
     sources file is then written again, since the package ships its own at the same path;
-    a keyring file from `keyring_url` is fetched when it is absent; the sources file is
+    a keyring file from `keyring_url` is fetched when it is absent (checked by its sha256,
+    or an armoured key by its fingerprint, then dearmoured); the sources file is
     written when its sha256 differs from the line wanted (or, unreadable, when the entry
     apt lists for it differs). A host that has all of it yields nothing.
 
@@ -160,21 +166,7 @@ class AptRepository(Operation):
                 )
         elif a.keyring_url is not None and not _keyring_present(a.keyring, ctx):
             out.append(
-                ctx.change(
-                    self,
-                    f"keyring {a.keyring} missing",
-                    [
-                        f"{PRIVATE_DIR} && "
-                        + verified(
-                            a.keyring_url,
-                            a.keyring_sha256 or "",
-                            '"$d"/key',
-                            insecure_http=a.insecure_http,
-                        )
-                        + f' && install -D -m 0644 "$d"/key {q(a.keyring)}'
-                    ],
-                    path=a.keyring,
-                )
+                ctx.change(self, f"keyring {a.keyring} missing", [keyring_fetch(a)], path=a.keyring)
             )
         want = source_line(a)
         problem = _source_problem(a, want, ctx)
@@ -204,6 +196,18 @@ def keyring_install(kp: KeyringPackage, lock_timeout: int, insecure_http: bool =
         f" && {verified(kp.url, kp.sha256, deb, insecure_http=insecure_http)}"
         f" && {apt_get(lock_timeout)} --allow-downgrades install {deb}"
     )
+
+
+def keyring_fetch(a: AptRepositoryArgs) -> str:
+    """Download the keyring file into a private directory, check it, install it."""
+    url = a.keyring_url or ""
+    if a.keyring_fingerprint is not None:
+        fetched = verified_key(
+            url, a.keyring_fingerprint, '"$d"/key.gpg', insecure_http=a.insecure_http
+        )
+        return f'{PRIVATE_DIR} && {fetched} && install -D -m 0644 "$d"/key.gpg {q(a.keyring)}'
+    fetched = verified(url, a.keyring_sha256 or "", '"$d"/key', insecure_http=a.insecure_http)
+    return f'{PRIVATE_DIR} && {fetched} && install -D -m 0644 "$d"/key {q(a.keyring)}'
 
 
 def _keyring_present(path: str, ctx: OpContext) -> bool:

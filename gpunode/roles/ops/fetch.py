@@ -9,6 +9,7 @@ import re
 from gpunode.roles.ops.base import q
 
 SHA256 = re.compile(r"\A[0-9a-f]{64}\Z")
+FINGERPRINT = re.compile(r"\A[0-9A-F]{40}\Z")
 
 # One shell fragment: $d is the private directory, removed however the step ends.
 PRIVATE_DIR = "d=$(mktemp -d /tmp/gpunode.XXXXXXXXXX) && trap 'rm -rf \"$d\"' EXIT"
@@ -33,4 +34,24 @@ def verified(url: str, sha256: str, dest: str, *, insecure_http: bool = False) -
         f"{curl(url, dest, insecure_http=insecure_http)}"
         f' && {{ [ "$(sha256sum < {dest} | cut -d" " -f1)" = {sha256} ]'
         f" || {{ echo {q(f'{url}: sha256 is not the pinned {sha256}')} >&2; exit 1; }}; }}"
+    )
+
+
+def verified_key(url: str, fingerprint: str, dest: str, *, insecure_http: bool = False) -> str:
+    """Download an ASCII-armoured OpenPGP key to $d/key and write its binary form to `dest`
+    (under $d), stopping unless it holds exactly one key, whose primary fingerprint is
+    `fingerprint`. gpg reads it in $d, a home of its own: no keyring of the host changes."""
+    if not FINGERPRINT.match(fingerprint):
+        raise ValueError(
+            f"no key fingerprint pinned for {url} (got {fingerprint!r}): apt trusts every"
+            " package it signs, so it needs the key's 40-digit fingerprint"
+            " (repos.nvidia_container_key_fingerprint)"
+        )
+    gpg = 'gpg --batch --quiet --no-tty --homedir "$d"'
+    primaries = 'awk -F: \'$1 == "pub" { p = 1; next } p && $1 == "fpr" { print $10; p = 0 }\''
+    return (
+        f"{curl(url, chr(34) + '$d' + chr(34) + '/key', insecure_http=insecure_http)}"
+        f' && {{ [ "$({gpg} --with-colons --show-keys "$d"/key | {primaries})" = {fingerprint} ]'
+        f" || {{ echo {q(f'{url}: the key is not the pinned {fingerprint}')} >&2; exit 1; }}; }}"
+        f' && {gpg} --dearmor -o {dest} "$d"/key'
     )

@@ -25,7 +25,8 @@ else:
     from smokelib import NO_MULTICAST, Timer, emit
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TESTS = ("nvidia-smi", "cuda-vectoradd", "torch", "torch-matmul", "tensorflow", "nccl-allreduce")
+TESTS = ("nvidia-smi", "cuda-vectoradd", "torch", "torch-matmul", "tensorflow", "nccl-allreduce",
+         "containers")  # fmt: skip
 PROBE = (
     "import importlib.util as u, json, sys; print(json.dumps({'prefix': sys.prefix, "
     "'version': sys.version.split()[0], 'torch': u.find_spec('torch') is not None, "
@@ -146,6 +147,7 @@ def main() -> int:
     ap.add_argument("--conda-prefix", default=None)
     ap.add_argument("--python", action="append", default=[], help="another python to test")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds for one test")
+    ap.add_argument("--image", default=None, help="a container image for `containers`")
     args = ap.parse_args()
     tests = [t for t in args.tests.split(",") if t]
     unknown = [t for t in tests if t not in TESTS]
@@ -185,6 +187,9 @@ def main() -> int:
         elif test == "nccl-allreduce":
             # The interconnect is the host's, not the env's: one run is enough.
             framework(test, "torch", "check_nccl.py", [], first=True)
+        elif test == "containers":
+            image = ["--image", args.image] if args.image else []
+            run_test("check_containers.py", count + image, "system", system, args.timeout)
     return 0
 
 

@@ -1,0 +1,100 @@
+"""The container toolkit's version: kept when installed and admitted, else the newest of
+the spec in the libnvidia-container index; `update: latest` moves it; the index is read
+only when needed, and a missing or unreadable one refuses with what to do."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpunode.facts.model import HostFacts
+from gpunode.inventory.model import Host
+from gpunode.resolve import IndexUnavailable, Unresolvable, resolve
+
+OFFERED = ["1.16.2-1", "1.17.7-1", "1.17.8-1", "1.18.1-1"]
+WHERE = "https://mirror.example/libnvidia-container/stable/deb/amd64/"
+
+
+class Index:
+    where = WHERE
+    how = "Packages, fetched"
+
+    def __init__(self) -> None:
+        self.read = 0
+
+    def versions(self, name: str) -> list[str]:
+        return list(OFFERED) if name == "nvidia-container-toolkit" else []
+
+    def names(self) -> list[str]:
+        return ["nvidia-container-toolkit"]
+
+
+def host(**containers: Any) -> Host:
+    stack = {"containers": {"runtime": "docker", **containers}}
+    return Host.model_validate({"name": "h", "address": "192.0.2.1", "stack": stack})
+
+
+def facts(installed: str | None = None) -> HostFacts:
+    pkgs = {}
+    if installed:
+        pkgs = {"nvidia-container-toolkit": {"name": "nvidia-container-toolkit",
+                                             "version": installed}}  # fmt: skip
+    return HostFacts.model_validate({"packages": pkgs})
+
+
+def version(h: Host, f: HostFacts) -> tuple[str | None, int]:
+    index = Index()
+
+    def read() -> Index:
+        index.read += 1
+        return index
+
+    return resolve(h, f, None, read).container_toolkit, index.read
+
+
+@pytest.mark.parametrize(
+    ("spec", "installed", "want", "reads"),
+    [
+        (None, None, "1.18.1-1", 1),  # nothing asked: the newest
+        ("1.17", None, "1.17.8-1", 1),  # a series: its newest
+        ("1.17.7-1", None, "1.17.7-1", 1),  # exact
+        ("1.17", "1.17.7-1", "1.17.7-1", 0),  # installed and admitted: kept, no index
+        (None, "1.16.2-1", "1.16.2-1", 0),
+        ("1.18", "1.17.7-1", "1.18.1-1", 1),  # installed but another series: moved
+    ],
+)
+def test_version(spec: str | None, installed: str | None, want: str, reads: int) -> None:
+    assert version(host(version=spec), facts(installed)) == (want, reads)
+
+
+def test_update_latest_moves_an_installed_one() -> None:
+    assert version(host(update="latest"), facts("1.17.7-1")) == ("1.18.1-1", 1)
+    assert version(host(version="1.17", update="latest"), facts("1.17.7-1")) == ("1.17.8-1", 1)
+
+
+def test_a_spec_the_index_lacks_names_what_it_has() -> None:
+    with pytest.raises(Unresolvable, match=r"1\.19 is not in .*: it has 1\.16, 1\.17, 1\.18"):
+        version(host(version="1.19"), facts())
+
+
+def test_an_unreadable_index_says_what_to_do() -> None:
+    def fails() -> Index:
+        raise IndexUnavailable("connection refused")
+
+    with pytest.raises(Unresolvable, match=r"pin stack\.containers\.version"):
+        resolve(host(), facts(), None, fails)
+
+
+def test_no_repository_managed() -> None:
+    h = Host.model_validate({"name": "h", "address": "192.0.2.1",
+                             "repos": {"nvidia_container": None},
+                             "stack": {"containers": {}}})  # fmt: skip
+    with pytest.raises(Unresolvable, match=r"repos\.nvidia_container: null"):
+        resolve(h, facts(), None, None)
+    assert resolve(h, facts("1.17.8-1"), None, None).container_toolkit == "1.17.8-1"
+
+
+def test_exact_version_cannot_move() -> None:
+    with pytest.raises(ValueError, match="exact version cannot move"):
+        host(version="1.17.8-1", update="latest")
