@@ -107,6 +107,16 @@ def conda_prefix(value: str) -> str:
     return value
 
 
+def conda_channel(value: str) -> str:
+    """A conda channel: a name (conda-forge, nvidia, defaults, pytorch/label/nightly) or an
+    http(s) URL; never an option to conda."""
+    if "://" in value:
+        return http_url(value, query=False)
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9_.-]+)*", value):
+        raise ValueError(f"{value!r}: write a channel name such as conda-forge, or an https:// URL")
+    return value
+
+
 # One ProxyJump hop: [user@]host[:port], host a name, an ssh_config alias or [IPv6]; no `%`
 # (ssh's token expansion), `-` first (an option), whitespace or quotes.
 _JUMP_HOP = re.compile(

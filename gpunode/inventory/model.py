@@ -23,6 +23,7 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
 from gpunode.inventory.checks import (
+    conda_channel,
     conda_prefix,
     host_address,
     http_url,
@@ -62,6 +63,7 @@ Address = Annotated[str, AfterValidator(host_address)]
 """A hostname, IPv4 address or IPv6 address (brackets optional): nothing a shell or an
 ssh_config `%h` expansion could read as more."""
 CondaPrefix = Annotated[str, AfterValidator(conda_prefix)]
+CondaChannel = Annotated[str, AfterValidator(conda_channel)]
 JumpSpec = Annotated[str, AfterValidator(proxy_jump)]
 SshOptionName = Annotated[str, AfterValidator(ssh_option_name)]
 SshOptionValue = Annotated[str | int, AfterValidator(ssh_option_value)]
@@ -270,6 +272,11 @@ class CondaEnv(Strict):
     """The env's Python series."""
     pytorch: Version | None = None
     """A PyTorch release, installed as the wheel built for the default toolkit's CUDA."""
+    torchvision: bool = False
+    """Install the torchvision release built with `pytorch`, from the same wheel index and
+    CUDA variant (torch 2.7.1+cu128 -> torchvision 0.22.1+cu128)."""
+    torchaudio: bool = False
+    """Install the torchaudio release built with `pytorch` (2.7.1+cu128 with torch 2.7.1+cu128)."""
     tensorflow: Version | None = None
     """A TensorFlow release (its `and-cuda` extra)."""
     packages: dict[Name, PipVersion] = Field(default_factory=dict)
@@ -285,6 +292,13 @@ class Conda(Strict):
     """Where Miniconda is installed."""
     envs: dict[Name, CondaEnv] = Field(default_factory=dict)
     """Conda envs by name."""
+    channels: list[CondaChannel] | None = None
+    """The only channels envs are made from (`--override-channels -c ...`), e.g.
+    [conda-forge]; none: the installer's own (Miniconda: Anaconda's defaults)."""
+    tos: Literal["accept"] | None = None
+    """accept: accept Anaconda's Terms of Service for the default channels in use (`conda
+    tos accept`), which conda >= 25 otherwise demands interactively. With the default
+    channels in use, set this or `channels: [conda-forge]`: planning refuses neither."""
 
 
 class Gpus(Strict):

@@ -1,0 +1,105 @@
+"""The framework stack of a conda env on lab hosts: torch with torchvision and torchaudio from
+one wheel variant, the env's other packages, and Anaconda's Terms of Service (the lab's
+conda, like conda >= 25.5, refuses the default channels until they are accepted)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import Lab, apply, fresh, of, on_host
+
+from gpunode import compat
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+BARE = {"driver": None, "cuda": None, "cudnn": None, "nccl": None, "cuda_env": False, "smoke": []}
+TORCH = {
+    "python": "3.11",
+    "pytorch": "2.7.1",
+    "torchvision": True,
+    "torchaudio": True,
+    "packages": {"numpy": "2.2.6", "einops": "0.8.1"},
+}
+
+
+def freeze(inv: Path, host: str, env: str) -> set[str]:
+    out = on_host(inv, host, f"/opt/conda/envs/{env}/bin/python -m pip list --format=freeze")
+    return set(out.split())
+
+
+def test_default_channels_without_a_choice_are_refused_and_nothing_is_written(
+    lab: Lab, tmp_path: Path
+) -> None:
+    fresh(lab, "lab-01")
+    conda = {"prefix": "/opt/conda", "envs": {"torch": TORCH}}
+    inv = lab.inventory(tmp_path, **BARE, conda=conda)
+    before = lab.tree("lab-01")
+    res = lab.gpunode("plan", str(inv), "--limit", "lab-01")
+    assert res.returncode == 4, res.stdout + res.stderr
+    assert "conda.tos: accept" in res.stdout and "conda.channels: [conda-forge]" in res.stdout
+    code, evs = apply(lab, inv, "--limit", "lab-01")
+    assert code == 4 and of(evs, "change-started") == []
+    assert lab.tree("lab-01") == before
+
+
+def test_torch_with_its_companions_and_packages_after_accepting_the_tos(
+    lab: Lab, tmp_path: Path
+) -> None:
+    fresh(lab, "lab-02")
+    conda = {"prefix": "/opt/conda", "tos": "accept", "envs": {"torch": TORCH}}
+    inv = lab.inventory(tmp_path, **BARE, conda=conda)
+    before = lab.tree("lab-02")
+    res = lab.gpunode("plan", str(inv), "--limit", "lab-02")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert (
+        "accept Anaconda's Terms of Service for channels https://repo.anaconda.com/pkgs/main"
+        in (res.stdout)
+    )
+    assert lab.tree("lab-02") == before, "plan wrote to the host"
+
+    code, evs = apply(lab, inv, "--limit", "lab-02")
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "host-finished")]
+    # the acceptance, recorded where `conda tos accept --system` writes it
+    each = "for f in /opt/conda/conda-meta/tos/*/*.json; do cat $f; echo; done"
+    records = on_host(inv, "lab-02", each).splitlines()
+    accepted = {json.loads(r)["base_url"] for r in records if json.loads(r)["tos_accepted"]}
+    assert accepted == {"https://repo.anaconda.com/pkgs/main", "https://repo.anaconda.com/pkgs/r"}
+    # torch and its companions from one wheel variant, the other packages from PyPI
+    variant = compat.torch_variant("2.7.1", None, None)
+    assert variant == "cu128"
+    assert {
+        "torch==2.7.1+cu128",
+        "torchvision==0.22.1+cu128",
+        "torchaudio==2.7.1+cu128",
+        "numpy==2.2.6",
+        "einops==0.8.1",
+    } <= freeze(inv, "lab-02", "torch")
+    meta = on_host(inv, "lab-02", "cat /opt/conda/envs/torch/conda-meta/python-*.json")
+    assert json.loads(meta)["version"] == "3.11.0"
+
+    after = lab.tree("lab-02")
+    code, evs = apply(lab, inv, "--limit", "lab-02")
+    assert code == 0 and of(evs, "change-started") == []
+    assert {k: v for k, v in lab.tree("lab-02").items() if "__pycache__" not in k} == {
+        k: v for k, v in after.items() if "__pycache__" not in k
+    }
+
+
+def test_conda_forge_only_needs_no_tos(lab: Lab, tmp_path: Path) -> None:
+    fresh(lab, "lab-01")
+    conda = {
+        "prefix": "/opt/conda",
+        "channels": ["conda-forge"],
+        "envs": {"cf": {"python": "3.11", "packages": {"tqdm": "4.67.1"}}},
+    }
+    inv = lab.inventory(tmp_path, **BARE, conda=conda)
+    code, evs = apply(lab, inv, "--limit", "lab-01")
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "host-finished")]
+    history = on_host(inv, "lab-01", "cat /opt/conda/envs/cf/conda-meta/history")
+    assert "--override-channels -c conda-forge" in history
+    assert on_host(inv, "lab-01", "ls -A /opt/conda/conda-meta").split().count("tos") == 0
+    assert "tqdm==4.67.1" in freeze(inv, "lab-01", "cf")
+    code, evs = apply(lab, inv, "--limit", "lab-01")
+    assert code == 0 and of(evs, "change-started") == []
