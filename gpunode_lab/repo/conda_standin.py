@@ -263,6 +263,76 @@ def create(args: list[str]) -> int:
     return 0
 
 
+def _environment_file(path: Path) -> tuple[list[str], list[str], list[str]]:
+    """channels, conda dependencies and pip dependencies of an environment.yml (the block
+    and flow lists conda's own files use; no YAML library in the standard library)."""
+    channels: list[str] = []
+    conda: list[str] = []
+    pip: list[str] = []
+    section = ""
+    for raw in path.read_text().splitlines():
+        line = raw.split("#", 1)[0].rstrip()
+        if not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip())
+        item = line.strip()
+        if indent == 0 and ":" in item:
+            key, _, value = item.partition(":")
+            section = key
+            if value.strip().startswith("["):
+                channels += [c.strip() for c in value.strip()[1:-1].split(",") if c.strip()]
+            continue
+        if not item.startswith("- "):
+            continue
+        value = item[2:].strip()
+        if section == "channels":
+            channels.append(value)
+        elif section == "dependencies" and value == "pip:":
+            section = "pip"
+        elif section == "pip" and indent > 2:
+            pip.append(value)
+        elif section in ("dependencies", "pip"):
+            section = "dependencies"
+            conda.append(value)
+    return channels, conda, pip
+
+
+def env_update(args: list[str]) -> int:
+    prefix, rest = _target(args)
+    it = iter(rest)
+    file = next((Path(next(it, "")) for a in it if a in ("-f", "--file")), None)
+    if prefix is None or file is None:
+        return _fail("CondaValueError: conda env update needs -p PREFIX and -f FILE here")
+    if not (prefix / "conda-meta").is_dir():
+        return _fail(f"EnvironmentLocationNotFound: Not a conda environment: {prefix}")
+    try:
+        channels, conda, pip = _environment_file(file)
+    except OSError as e:
+        return _fail(f"EnvironmentFileNotFound: '{file}' file not found ({e.strerror})")
+    used = [a for c in channels if c != "nodefaults" for a in ("-c", c)]
+    if "nodefaults" in channels:
+        used.append("--override-channels")
+    refused = _tos_check(used)
+    if refused:
+        return refused
+    for spec in conda:
+        name, _, version = spec.replace("==", "=").partition("=")
+        if name in ("python", "pip"):
+            continue  # the venv's own
+        record = {"name": name, "version": version or "stand-in", "build": "stand_in"}
+        (prefix / "conda-meta" / f"{name}-{version or '0'}-stand_in.json").write_text(
+            json.dumps(record, indent=2) + "\n"
+        )
+    if pip:
+        cmd = [str(prefix / "bin/python"), "-m", "pip", "install", "-q", *pip]
+        if subprocess.run(cmd, check=False).returncode != 0:
+            return _fail("Pip failed")
+    with (prefix / "conda-meta/history").open("a") as fh:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        fh.write(f"==> {stamp} <==\n# cmd: conda env update {' '.join(args)}\n")
+    return 0
+
+
 def env_list(args: list[str]) -> int:
     envs = _envs()
     if "--json" in args:
@@ -339,6 +409,8 @@ def main(argv: list[str]) -> int:
         return env_list(rest[1:])
     if cmd == "env" and rest[:1] == ["remove"]:
         return remove(rest[1:])
+    if cmd == "env" and rest[:1] == ["update"]:
+        return env_update(rest[1:])
     if cmd == "env" and rest[:1] == ["create"]:
         return create(rest[1:])
     if cmd == "remove" and "--all" in rest:

@@ -4,6 +4,7 @@ conda, like conda >= 25.5, refuses the default channels until they are accepted)
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -103,3 +104,57 @@ def test_conda_forge_only_needs_no_tos(lab: Lab, tmp_path: Path) -> None:
     assert "tqdm==4.67.1" in freeze(inv, "lab-01", "cf")
     code, evs = apply(lab, inv, "--limit", "lab-01")
     assert code == 0 and of(evs, "change-started") == []
+
+
+ENV_YML = """name: data
+channels:
+  - conda-forge
+  - nodefaults
+dependencies:
+  - python=3.11
+  - pip
+  - pip:
+      - numpy==2.1.3
+"""
+
+
+def test_env_declared_by_its_files_is_updated_only_when_they_change(
+    lab: Lab, tmp_path: Path
+) -> None:
+    fresh(lab, "lab-01")
+    (tmp_path / "envs").mkdir(parents=True)
+    (tmp_path / "envs/data.yml").write_text(ENV_YML)
+    (tmp_path / "envs/data.txt").write_text("einops==0.8.0\n")
+    env = {"python": "3.11", "environment_file": "envs/data.yml",
+           "requirements_file": "envs/data.txt"}  # fmt: skip
+    conda = {"prefix": "/opt/conda", "channels": ["conda-forge"], "envs": {"data": env}}
+    inv = lab.inventory(tmp_path, **BARE, conda=conda)
+    code, evs = apply(lab, inv, "--limit", "lab-01")
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "host-finished")]
+    assert {"numpy==2.1.3", "einops==0.8.0"} <= freeze(inv, "lab-01", "data")
+    copied = on_host(inv, "lab-01", "cat /var/lib/gpunode/conda/data/environment.yml")
+    assert copied == ENV_YML
+    record = "/opt/conda/envs/data/conda-meta/gpunode-environment.sha256"
+    assert (
+        on_host(inv, "lab-01", f"cat {record}").strip()
+        == hashlib.sha256(ENV_YML.encode()).hexdigest()
+    )
+    history = on_host(inv, "lab-01", "cat /opt/conda/envs/data/conda-meta/history")
+    assert history.count("conda env update") == 1
+
+    code, evs = apply(lab, inv, "--limit", "lab-01")
+    assert code == 0 and of(evs, "change-started") == []
+
+    # a new requirements file: that file and its pip install, nothing of the environment
+    (tmp_path / "envs/data.txt").write_text("einops==0.8.1\n")
+    before = lab.tree("lab-01")
+    assert lab.gpunode("plan", str(inv), "--limit", "lab-01").returncode == 0
+    assert lab.tree("lab-01") == before, "plan wrote to the host"
+    code, evs = apply(lab, inv, "--limit", "lab-01")
+    assert code == 0
+    started = sorted(e["title"] for e in of(evs, "change-started"))
+    assert started == ["conda: conda env data from its requirements file",
+                       "conda: requirements file of data"]  # fmt: skip
+    assert "einops==0.8.1" in freeze(inv, "lab-01", "data")
+    history = on_host(inv, "lab-01", "cat /opt/conda/envs/data/conda-meta/history")
+    assert history.count("conda env update") == 1

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
+
+import pytest
 from conftest import STACK, host_from, plan_host
 
 from gpunode.facts.model import HostFacts
+from gpunode.inventory import InventoryError, load
+from gpunode.plan import probes_for
 
 NO_SYSTEMD = {"systemd": False}
 
@@ -85,3 +91,48 @@ def test_conda_forge_only_needs_no_tos_and_overrides_the_channels(fresh: HostFac
         "/opt/conda/bin/conda create -y -q -p /opt/conda/envs/t --override-channels"
         " -c conda-forge python=3.11"
     ]
+
+
+def test_env_files_are_copied_and_applied_until_their_hash_is_recorded(
+    tmp_path: Path, fresh: HostFacts
+) -> None:
+    (tmp_path / "envs").mkdir()
+    (tmp_path / "envs/t.yml").write_text("dependencies:\n  - pip:\n      - numpy==2.2.6\n")
+    (tmp_path / "envs/t.txt").write_text("einops==0.8.1\n")
+    (tmp_path / "inv.yaml").write_text(
+        conda_stack(
+            'channels: [conda-forge]\nenvs:\n  t: {python: "3.11", environment_file: envs/t.yml,'
+            " requirements_file: envs/t.txt}"
+        )
+    )
+    host = load(tmp_path / "inv.yaml").hosts["gpu1"]
+    yml = hashlib.sha256(b"dependencies:\n  - pip:\n      - numpy==2.2.6\n").hexdigest()
+    txt = hashlib.sha256(b"einops==0.8.1\n").hexdigest()
+    plan = plan_host(host, fresh, probes=NO_SYSTEMD)
+    (copy,) = titled(plan.changes, "conda: environment file of t")
+    assert copy.commands[0].startswith("mkdir -p -- /var/lib/gpunode/conda/t ")
+    (update,) = titled(plan.changes, "conda: conda env t from its environment file")
+    assert update.commands == [
+        "/opt/conda/bin/conda env update -q -p /opt/conda/envs/t"
+        " -f /var/lib/gpunode/conda/t/environment.yml"
+        f" && printf '%s\\n' {yml} > /opt/conda/envs/t/conda-meta/gpunode-environment.sha256"
+    ]
+    (pip,) = titled(plan.changes, "conda: conda env t from its requirements file")
+    assert pip.commands == [
+        "/opt/conda/envs/t/bin/python -m pip install -q --no-input"
+        " -r /var/lib/gpunode/conda/t/requirements.txt"
+        f" && printf '%s\\n' {txt} > /opt/conda/envs/t/conda-meta/gpunode-requirements.sha256"
+    ]
+    # the env records both hashes: nothing to apply
+    recorded = {p.key: True for p in probes_for(host, fresh) if p.command.startswith("grep -qsx")}
+    assert len(recorded) == 2
+    plan = plan_host(host, fresh, probes={**NO_SYSTEMD, **recorded})
+    assert not titled(plan.changes, "conda: conda env t from")
+
+
+def test_an_env_file_outside_the_inventory_folder_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "inv.yaml").write_text(
+        conda_stack('channels: [conda-forge]\nenvs:\n  t: {environment_file: "../x.yml"}')
+    )
+    with pytest.raises(InventoryError, match="relative to the inventory's folder"):
+        load(tmp_path / "inv.yaml")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from gpunode.roles.ops.apt import AptPackages, AptRepository
 from gpunode.roles.ops.base import OpContext, Operation, Probe
 from gpunode.roles.ops.conda import Conda, CondaEnv, Pip
+from gpunode.roles.ops.conda_files import CondaEnvFile
 from gpunode.roles.ops.conda_tos import CondaTos
 from gpunode.roles.ops.files import File, LineInFile, ModuleBlacklist, Template
 from gpunode.roles.ops.kernel import DkmsBuilt, KernelHeaders
@@ -27,6 +28,7 @@ OPERATIONS: dict[str, Operation] = {
         CondaTos(),
         CondaEnv(),
         Pip(),
+        CondaEnvFile(),
         KernelHeaders(),
         DkmsBuilt(),
     )
