@@ -333,6 +333,35 @@ def env_update(args: list[str]) -> int:
     return 0
 
 
+def env_export(args: list[str]) -> int:
+    """conda env export's YAML: the conda records of conda-meta, then pip's own packages."""
+    prefix, _ = _target(args)
+    prefix = prefix or BASE
+    meta = prefix / "conda-meta"
+    if not meta.is_dir():
+        return _fail(f"EnvironmentLocationNotFound: Not a conda environment: {prefix}")
+    deps = []
+    for record in sorted(meta.glob("*.json")):
+        try:
+            r = json.loads(record.read_text())
+        except (OSError, ValueError):
+            continue
+        deps.append(f"  - {r['name']}={r['version']}={r.get('build', 'stand_in')}")
+    freeze = subprocess.run(
+        [str(prefix / "bin/python"), "-m", "pip", "list", "--format=freeze",
+         "--disable-pip-version-check"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    pip = [ln for ln in freeze.stdout.splitlines() if ln and not ln.startswith(("pip==",))]
+    name = "base" if prefix == BASE else prefix.name
+    lines = [f"name: {name}", "channels:", "  - defaults", "dependencies:", *deps]
+    if pip:
+        lines += ["  - pip:", *(f"      - {p}" for p in pip)]
+    lines.append(f"prefix: {prefix}")
+    print("\n".join(lines))
+    return 0
+
+
 def env_list(args: list[str]) -> int:
     envs = _envs()
     if "--json" in args:
@@ -409,6 +438,8 @@ def main(argv: list[str]) -> int:
         return env_list(rest[1:])
     if cmd == "env" and rest[:1] == ["remove"]:
         return remove(rest[1:])
+    if cmd == "env" and rest[:1] == ["export"]:
+        return env_export(rest[1:])
     if cmd == "env" and rest[:1] == ["update"]:
         return env_update(rest[1:])
     if cmd == "env" and rest[:1] == ["create"]:

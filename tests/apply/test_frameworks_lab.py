@@ -80,6 +80,18 @@ def test_torch_with_its_companions_and_packages_after_accepting_the_tos(
     meta = on_host(inv, "lab-02", "cat /opt/conda/envs/torch/conda-meta/python-*.json")
     assert json.loads(meta)["version"] == "3.11.0"
 
+    # the env exported as installed, in the JSON envelope and in plain text
+    res = lab.gpunode("envs", str(inv), "--limit", "lab-02", "--json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["kind"] == "envs" and doc["hosts"]["lab-02"]["status"] == "ok"
+    (torch,) = [e for e in doc["hosts"]["lab-02"]["envs"] if e["name"] == "torch"]
+    assert torch["path"] == "/opt/conda/envs/torch" and torch["error"] is None
+    assert "      - torchvision==0.22.1+cu128\n" in torch["export"]
+    assert "  - python=3.11.0=stand_in\n" in torch["export"]
+    plain = lab.gpunode("envs", str(inv), "--limit", "lab-02").stdout
+    assert "# lab-02: torch (/opt/conda/envs/torch)\nname: torch\n" in plain
+
     after = lab.tree("lab-02")
     code, evs = apply(lab, inv, "--limit", "lab-02")
     assert code == 0 and of(evs, "change-started") == []
