@@ -89,6 +89,7 @@ def render(paths: LabPaths, cfg: LabConfig, conda: bool = False) -> str:
         lines += [
             "    conda:",
             "      prefix: /opt/conda",
+            "      tos: accept  # the lab's conda, like Miniconda's, asks for Anaconda's ToS",
             "      envs:",
             '        torch: {python: "3.11", pytorch: "2.11.0"}',
             '        tf: {python: "3.11", tensorflow: "2.19.0"}',

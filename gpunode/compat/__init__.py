@@ -21,6 +21,7 @@ from gpunode.compat.driver import (
     unversioned,
     userspace_package,
 )
+from gpunode.compat.frameworks import conda_tos_channels, torch_packages
 from gpunode.compat.rules import (
     cudnn_names,
     min_driver,
@@ -46,6 +47,8 @@ TEMPLATE_FUNCTIONS: dict[str, Callable[..., Any]] = {
         toolkit_ubuntu,
         cudnn_names,
         torch_variant,
+        torch_packages,
+        conda_tos_channels,
         min_driver,
     )
 }
@@ -54,6 +57,7 @@ __all__ = [
     "TEMPLATE_FUNCTIONS",
     "Finding",
     "check_host",
+    "conda_tos_channels",
     "cudnn_names",
     "driver_packages",
     "driver_replaced_pattern",
@@ -63,6 +67,7 @@ __all__ = [
     "min_driver",
     "toolkit_package",
     "toolkit_ubuntu",
+    "torch_packages",
     "torch_variant",
     "unversioned",
 ]

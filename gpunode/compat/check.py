@@ -11,7 +11,8 @@ from gpunode.compat.driver import (
     toolkit_problem,
     torch_variant,
 )
-from gpunode.inventory.model import Host
+from gpunode.compat.frameworks import conda_tos_channels
+from gpunode.inventory.model import Conda, Host
 from gpunode.versions import dotted_key
 
 
@@ -70,8 +71,10 @@ def check_host(host: Host) -> list[Finding]:
         for name, env in stack.conda.envs.items():
             if env.pytorch:
                 out.extend(_torch(name, env.pytorch, default, branch, release))
+            out.extend(_companions(name, env.pytorch, env.torchvision, env.torchaudio))
             if env.tensorflow:
                 out.extend(_tensorflow(name, env.tensorflow, branch, release))
+        out.extend(_conda_tos(stack.conda, host.repos.conda_installer))
     return out
 
 
@@ -93,6 +96,39 @@ def _torch(
             )
         ]
     return []
+
+
+def _companions(env: str, torch: str | None, vision: bool, audio: bool) -> list[Finding]:
+    asked = [n for n, on in (("torchvision", vision), ("torchaudio", audio)) if on]
+    if not asked:
+        return []
+    loc = ("stack", "conda", "envs", env, asked[0])
+    if torch is None:
+        return [Finding(loc, f"{asked[0]} follows the env's PyTorch: set pytorch too")]
+    if r.torch_companions(torch) is None:
+        known = ", ".join(sorted(r.rules()["torch_companions"], key=dotted_key))
+        return [
+            Finding(
+                loc,
+                f"no known {asked[0]} release for PyTorch {r.torch_release(torch)}: "
+                f"releases with known companions are {known}",
+            )
+        ]
+    return []
+
+
+def _conda_tos(conda: Conda, installer: str) -> list[Finding]:
+    tos = conda_tos_channels(conda.channels, installer)
+    if not conda.envs or not tos or conda.tos == "accept":
+        return []
+    return [
+        Finding(
+            ("stack", "conda", "tos"),
+            f"the channels {', '.join(tos)} need Anaconda's Terms of Service accepted, and "
+            "conda stops a non-interactive run until they are: set conda.tos: accept to "
+            "accept them, or conda.channels: [conda-forge] to use conda-forge only",
+        )
+    ]
 
 
 def _tensorflow(env: str, tf: str, branch: str | None, release: str | None) -> list[Finding]:

@@ -93,3 +93,15 @@ def variant_cuda(variant: str) -> str:
 def tensorflow_tested(tf: str) -> dict[str, str] | None:
     entry: dict[str, str] | None = rules()["tensorflow_tested"].get(minor(tf))
     return entry
+
+
+def torch_release(torch: str) -> str:
+    """2.7 -> 2.7.0: pip reads `torch==2.7` as 2.7.0, and the companion table is keyed so."""
+    parts = torch.split(".")
+    return ".".join(parts + ["0"] * (3 - len(parts)))
+
+
+def torch_companions(torch: str) -> dict[str, str] | None:
+    """torchvision's and torchaudio's releases built with a PyTorch release."""
+    entry: dict[str, str] | None = rules()["torch_companions"].get(torch_release(torch))
+    return entry

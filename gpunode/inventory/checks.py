@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import posixpath
 import re
+from pathlib import Path
 from urllib.parse import urlsplit
 
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
@@ -105,6 +106,53 @@ def conda_prefix(value: str) -> str:
             "use a directory of its own such as /opt/conda"
         )
     return value
+
+
+def conda_channel(value: str) -> str:
+    """A conda channel: a name (conda-forge, nvidia, defaults, pytorch/label/nightly) or an
+    http(s) URL; never an option to conda."""
+    if "://" in value:
+        return http_url(value, query=False)
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9_.-]+)*", value):
+        raise ValueError(f"{value!r}: write a channel name such as conda-forge, or an https:// URL")
+    return value
+
+
+SPEC_FILE_MAX = 256 * 1024
+
+
+def spec_file(value: str) -> str:
+    """A file next to the inventory (environment.yml, requirements.txt): a relative,
+    normalized path of plain names."""
+    if (
+        value.startswith("/")
+        or posixpath.normpath(value) != value
+        or value.split("/")[0] == ".."
+        or not re.fullmatch(r"[A-Za-z0-9._+/-]+", value)
+    ):
+        raise ValueError(
+            f"{value!r}: write a path relative to the inventory's folder, such as "
+            "envs/torch.yml (letters, digits, . _ + - /, no `..`)"
+        )
+    return value
+
+
+def spec_file_text(base: Path, rel: str) -> str:
+    """The file's text, checked: UTF-8, no control characters but tabs and newlines."""
+    path = base / rel
+    try:
+        data = path.read_bytes()[: SPEC_FILE_MAX + 1]
+    except OSError as exc:
+        raise ValueError(f"{rel!r}: cannot read {path}: {exc.strerror}") from None
+    if len(data) > SPEC_FILE_MAX:
+        raise ValueError(f"{rel!r}: larger than {SPEC_FILE_MAX} bytes")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{rel!r}: not UTF-8 text") from None
+    if re.search(r"[\x00-\x08\x0b-\x1f\x7f]", text):
+        raise ValueError(f"{rel!r}: holds control characters (only tabs and newlines allowed)")
+    return text
 
 
 # One ProxyJump hop: [user@]host[:port], host a name, an ssh_config alias or [IPv6]; no `%`

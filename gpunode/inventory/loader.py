@@ -126,7 +126,7 @@ def build(src: Source, base: Path | None = None) -> Inventory:
         merged["groups"] = member_of
         layers_of[hname] = stack
         try:
-            hosts[hname] = Host.model_validate(merged)
+            hosts[hname] = Host.model_validate(merged, context={"base": base or Path(".")})
         except ValidationError as exc:
             for err in exc.errors():
                 loc = tuple(err["loc"])

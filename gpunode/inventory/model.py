@@ -7,6 +7,8 @@ than a silent surprise (an unquoted `cuda: 12.10` is the float 12.1).
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -15,7 +17,9 @@ from pydantic import (
     ConfigDict,
     Field,
     GetJsonSchemaHandler,
+    PrivateAttr,
     StringConstraints,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -23,10 +27,13 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
 from gpunode.inventory.checks import (
+    conda_channel,
     conda_prefix,
     host_address,
     http_url,
     proxy_jump,
+    spec_file,
+    spec_file_text,
     ssh_option_name,
     ssh_option_value,
 )
@@ -62,6 +69,8 @@ Address = Annotated[str, AfterValidator(host_address)]
 """A hostname, IPv4 address or IPv6 address (brackets optional): nothing a shell or an
 ssh_config `%h` expansion could read as more."""
 CondaPrefix = Annotated[str, AfterValidator(conda_prefix)]
+CondaChannel = Annotated[str, AfterValidator(conda_channel)]
+SpecFile = Annotated[str, AfterValidator(spec_file)]
 JumpSpec = Annotated[str, AfterValidator(proxy_jump)]
 SshOptionName = Annotated[str, AfterValidator(ssh_option_name)]
 SshOptionValue = Annotated[str | int, AfterValidator(ssh_option_value)]
@@ -301,10 +310,55 @@ class CondaEnv(Strict):
     """The env's Python series."""
     pytorch: Version | None = None
     """A PyTorch release, installed as the wheel built for the default toolkit's CUDA."""
+    torchvision: bool = False
+    """Install the torchvision release built with `pytorch`, from the same wheel index and
+    CUDA variant (torch 2.7.1+cu128 -> torchvision 0.22.1+cu128)."""
+    torchaudio: bool = False
+    """Install the torchaudio release built with `pytorch` (2.7.1+cu128 with torch 2.7.1+cu128)."""
     tensorflow: Version | None = None
     """A TensorFlow release (its `and-cuda` extra)."""
     packages: dict[Name, PipVersion] = Field(default_factory=dict)
     """More PyPI packages for the env, each at an exact version: {numpy: "1.26.4"}."""
+    environment_file: SpecFile | None = None
+    """An environment.yml (path relative to the inventory) applied with `conda env update
+    -f` whenever its content changes."""
+    requirements_file: SpecFile | None = None
+    """A requirements.txt (path relative to the inventory) applied with `pip install -r`
+    whenever its content changes."""
+    _texts: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _read_files(self, info: ValidationInfo) -> CondaEnv:
+        # read once per merged host (the loader passes the inventory's folder), not while
+        # the document's layers are checked
+        base = (info.context or {}).get("base")
+        for key in ("environment_file", "requirements_file"):
+            rel = getattr(self, key)
+            if rel is not None and base is not None:
+                self._texts[key] = spec_file_text(Path(base), rel)
+        return self
+
+    @property
+    def environment_text(self) -> str | None:
+        """The environment file's content, read when the inventory was loaded."""
+        return self._texts.get("environment_file")
+
+    @property
+    def requirements_text(self) -> str | None:
+        """The requirements file's content, read when the inventory was loaded."""
+        return self._texts.get("requirements_file")
+
+    @property
+    def spec_files(self) -> list[dict[str, str]]:
+        """The env's declaring files as {kind, text, sha256}, for the conda role."""
+        return [
+            {"kind": kind, "text": text, "sha256": hashlib.sha256(text.encode()).hexdigest()}
+            for kind, text in (
+                ("environment", self.environment_text),
+                ("requirements", self.requirements_text),
+            )
+            if text is not None
+        ]
 
     @property
     def pip_packages(self) -> list[dict[str, str]]:
@@ -316,6 +370,19 @@ class Conda(Strict):
     """Where Miniconda is installed."""
     envs: dict[Name, CondaEnv] = Field(default_factory=dict)
     """Conda envs by name."""
+    channels: list[CondaChannel] | None = None
+    """The only channels envs are made from (`--override-channels -c ...`), e.g.
+    [conda-forge]; none: the installer's own (Miniconda: Anaconda's defaults)."""
+
+    tos: Literal["accept"] | None = None
+    """accept: accept Anaconda's Terms of Service for the default channels in use (`conda
+    tos accept`), which conda >= 25 otherwise demands interactively. With the default
+    channels in use, set this or `channels: [conda-forge]`: planning refuses neither."""
+
+    @property
+    def env_files(self) -> list[tuple[str, dict[str, str]]]:
+        """(env, {kind, text, sha256}) for each env's declaring file, for the conda role."""
+        return [(name, f) for name, env in self.envs.items() for f in env.spec_files]
 
 
 class HourlyCost(Strict):

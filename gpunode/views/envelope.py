@@ -21,6 +21,7 @@ Kind = Literal[
     "hosts",
     "check",
     "facts",
+    "envs",
     "plan",
     "apply-event",
     "report",

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 
 from gpunode.events import EVENT_NAMES, FactsGathered, HostRecap, PlannedChange, SmokeCheck
 from gpunode.execute.result import HostResult
+from gpunode.facts.envexport import EnvExport
 from gpunode.facts.model import HostFacts
 from gpunode.inventory.model import Document, Host
 from gpunode.monitor.model import GpuProcess, GpuSample, LinkStatus
@@ -214,6 +215,14 @@ class FactsHost(BaseModel):
     error: str | None = None
 
 
+class EnvsHost(BaseModel):
+    model_config = STRICT
+    status: Literal["ok", "unreachable", "failed", "hostkey-changed"]
+    seconds: float
+    envs: list[EnvExport] | None = None
+    error: str | None = None
+
+
 class CheckProblem(BaseModel):
     model_config = STRICT
     where: str = Field(description="file:line:column, or --limit.")
@@ -278,6 +287,7 @@ def output_type(kind: Kind) -> Any:
             "problems": (list[CheckProblem], ...),
         },
         "facts": {"hosts": (dict[str, FactsHost], ...)},
+        "envs": {"hosts": (dict[str, EnvsHost], ...)},
         "plan": {
             "hosts": (dict[str, PlanHost], ...),  # type: ignore[valid-type]
             "exit_code": (int, Field(description="The status plan exits with.")),

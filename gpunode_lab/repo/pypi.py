@@ -57,6 +57,32 @@ TORCH_VARIANTS = {
     "2.10": ("cu126", "cu128", "cu130"),
     "2.11": ("cu126", "cu128", "cu130"),
 }
+# torchvision and torchaudio published beside each torch release in every variant folder.
+# Source: https://download.pytorch.org/whl/cu128/torchvision/ (and torchaudio/), and
+# https://pytorch.org/get-started/previous-versions/.
+TORCH_COMPANIONS = {
+    "2.2.0": ("0.17.0", "2.2.0"),
+    "2.2.1": ("0.17.1", "2.2.1"),
+    "2.2.2": ("0.17.2", "2.2.2"),
+    "2.3.0": ("0.18.0", "2.3.0"),
+    "2.3.1": ("0.18.1", "2.3.1"),
+    "2.4.0": ("0.19.0", "2.4.0"),
+    "2.4.1": ("0.19.1", "2.4.1"),
+    "2.5.0": ("0.20.0", "2.5.0"),
+    "2.5.1": ("0.20.1", "2.5.1"),
+    "2.6.0": ("0.21.0", "2.6.0"),
+    "2.7.0": ("0.22.0", "2.7.0"),
+    "2.7.1": ("0.22.1", "2.7.1"),
+    "2.8.0": ("0.23.0", "2.8.0"),
+    "2.9.0": ("0.24.0", "2.9.0"),
+    "2.9.1": ("0.24.1", "2.9.1"),
+}
+# A few everyday PyPI projects, several releases each, for an env's `packages`.
+PYPI_EXTRAS = {
+    "numpy": ("1.26.4", "2.0.2", "2.1.3", "2.2.6"),
+    "einops": ("0.7.0", "0.8.0", "0.8.1"),
+    "tqdm": ("4.66.5", "4.67.1"),
+}
 TORCH_CUDNN12 = {"2.2": 8902, "2.3": 8902, "2.4": 90100, "2.5": 90100, "2.6": 90501, "2.7": 90701}
 TF_RELEASES = {
     "2.14": ("2.14.0", "2.14.1"),
@@ -180,6 +206,31 @@ def tensor(data, device=None):
     return Wheel("torch", version, files)
 
 
+def companion_wheels(release: str, variant: str) -> list[Wheel]:
+    """torchvision and torchaudio for a torch release, with torch's local label and a
+    requirement on that exact torch, as the real wheels carry."""
+    if release not in TORCH_COMPANIONS:
+        return []
+    vision, audio = TORCH_COMPANIONS[release]
+    out = []
+    for name, version in (("torchvision", vision), ("torchaudio", audio)):
+        init = f'"""{name} ({NOTE})"""\n\n__version__ = "{version}+{variant}"\nSTAND_IN = True\n'
+        out.append(
+            Wheel(
+                name,
+                f"{version}+{variant}",
+                {f"{name}/__init__.py": init},
+                requires=[f"torch=={release}+{variant}"],
+            )
+        )
+    return out
+
+
+def plain_wheel(name: str, version: str) -> Wheel:
+    init = f'"""{name} ({NOTE})"""\n\n__version__ = "{version}"\nSTAND_IN = True\n'
+    return Wheel(name, version, {f"{name}/__init__.py": init})
+
+
 def tensorflow_wheel(minor: str, tested: dict[str, str], version: str | None = None) -> list[Wheel]:
     version = version or TF_RELEASES.get(minor, (f"{minor}.0",))[-1]
     cuda, cudnn = tested["cuda"], tested["cudnn"]
@@ -267,11 +318,13 @@ def build_index(root: Path) -> list[str]:
         for release in TORCH_RELEASES.get(minor, (f"{minor}.0",)):
             for variant in names:
                 variants.setdefault(variant, []).append(torch_wheel(minor, variant, True, release))
+                variants[variant] += companion_wheels(release, variant)
             pypi_variant = TORCH_PYPI_VARIANT.get(minor, names[-1])
             simple.append(torch_wheel(minor, pypi_variant, local=False, release=release))
     for minor, tested in TF_TESTED.items():
         for version in TF_RELEASES.get(minor, (f"{minor}.0",)):
             simple += tensorflow_wheel(minor, tested, version)
+    simple += [plain_wheel(n, v) for n, versions in PYPI_EXTRAS.items() for v in versions]
     _write_index(root / "simple", simple)
     for variant, wheels in variants.items():
         _write_index(root / variant, wheels)

@@ -15,6 +15,7 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow]
 # The worked example's envs (inventories/lab.yaml), with nothing else in the stack.
 CONDA = {
     "prefix": "/opt/conda",
+    "tos": "accept",
     "envs": {
         "torch": {"python": "3.11", "pytorch": "2.4.1"},
         "tf": {"python": "3.11", "tensorflow": "2.16.1"},

@@ -27,7 +27,11 @@ from moments import popen_apply, start_watcher, stopped, wait_for_moment
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 HOST = "lab-02"
-CONDA = {"prefix": "/opt/conda", "envs": {"torch": {"python": "3.11", "pytorch": "2.4.1"}}}
+CONDA = {
+    "prefix": "/opt/conda",
+    "tos": "accept",
+    "envs": {"torch": {"python": "3.11", "pytorch": "2.4.1"}},
+}
 STACK: dict[str, Any] = {
     "driver": None,
     "cuda": None,

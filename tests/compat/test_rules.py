@@ -30,8 +30,11 @@ GOOD = [
     'driver: {branch: "590"}\ncuda: {toolkits: ["13.1"]}',
     'driver: {branch: "535"}\ncuda: {toolkits: ["11.8"]}\ncudnn: "8"\nnccl: "2.18"',
     'driver: {branch: "550"}\ncuda: {toolkits: ["12.4"]}\n'
-    'conda: {envs: {t: {pytorch: "2.4.1"}, f: {tensorflow: "2.16.1"}}}',
-    'driver: {branch: "580"}\nconda: {envs: {t: {pytorch: "2.11.0"}}}',
+    'conda: {tos: accept, envs: {t: {pytorch: "2.4.1"}, f: {tensorflow: "2.16.1"}}}',
+    'driver: {branch: "580"}\nconda: {tos: accept, envs: {t: {pytorch: "2.11.0"}}}',
+    'conda: {channels: [conda-forge], envs: {t: {python: "3.11"}}}',
+    'driver: {branch: "570"}\nconda: {tos: accept, envs: {t: {pytorch: "2.7.1", torchvision: true,'
+    " torchaudio: true}}}",
 ]
 
 
@@ -62,12 +65,28 @@ BAD = [
     ),
     ('nccl: "2.21"', "cuDNN and NCCL builds follow the CUDA toolkit"),
     (
-        'driver: {branch: "550"}\nconda: {envs: {t: {pytorch: "2.11.0"}}}',
+        'driver: {branch: "550"}\nconda: {tos: accept, envs: {t: {pytorch: "2.11.0"}}}',
         "PyTorch 2.11.0 wheels (cu126, cu128, cu130) need driver >= 560.28.03, but branch 550",
     ),
-    ('conda: {envs: {t: {pytorch: "1.13.1"}}}', "unknown PyTorch release '1.13.1'"),
+    ('conda: {tos: accept, envs: {t: {pytorch: "1.13.1"}}}', "unknown PyTorch release '1.13.1'"),
+    ("conda: {tos: accept, envs: {t: {torchvision: true}}}", "torchvision follows the env's"),
     (
-        'driver: {branch: "535"}\nconda: {envs: {t: {tensorflow: "2.18.0"}}}',
+        'driver: {branch: "580"}\n'
+        'conda: {tos: accept, envs: {t: {pytorch: "2.11", torchaudio: true}}}',
+        "no known torchaudio release for PyTorch 2.11.0",
+    ),
+    (
+        'conda: {envs: {t: {python: "3.11"}}}',
+        "the channels https://repo.anaconda.com/pkgs/main, https://repo.anaconda.com/pkgs/r "
+        "need Anaconda's Terms of Service accepted, and conda stops a non-interactive run until"
+        " they are: set conda.tos: accept to accept them, or conda.channels: [conda-forge]",
+    ),
+    (
+        'conda: {channels: [conda-forge, defaults], envs: {t: {python: "3.11"}}}',
+        "the channels https://repo.anaconda.com/pkgs/main, https://repo.anaconda.com/pkgs/r need",
+    ),
+    (
+        'driver: {branch: "535"}\nconda: {tos: accept, envs: {t: {tensorflow: "2.18.0"}}}',
         "TensorFlow 2.18.0 is built for CUDA 12.5, which needs driver >= 555.42.02",
     ),
 ]

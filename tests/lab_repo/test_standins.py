@@ -31,12 +31,33 @@ def test_conda_env_with_torch_and_tensorflow(served_repo: ServedRepo, tmp_path: 
     prefix = tmp_path / "miniconda3"
     sh("sh", str(installer), "-b", "-p", str(prefix), env=env)
     conda = str(prefix / "bin/conda")
-    assert sh(conda, "--version", env=env).stdout.startswith("conda 24.")
+    assert sh(conda, "--version", env=env).stdout.startswith("conda 25.")
     again = subprocess.run(["sh", str(installer), "-b", "-p", str(prefix)], capture_output=True)
     assert again.returncode == 1 and b"already exists" in again.stderr
     sh("sh", str(installer), "-b", "-u", "-p", str(prefix), env=env)
 
     target = tmp_path / "envs/ml"
+    # conda >= 25.5 stops at Anaconda's default channels until their ToS is accepted
+    refused = subprocess.run(
+        [conda, "create", "-y", "-p", str(target), "python=3.11"],
+        capture_output=True, text=True, env=env, check=False,
+    )  # fmt: skip
+    assert refused.returncode == 1 and not target.exists()
+    assert refused.stderr.strip().splitlines()[:3] == [
+        "CondaToSNonInteractiveError: Terms of Service have not been accepted for the following"
+        " channels. Please accept or remove them before proceeding:",
+        "    - https://repo.anaconda.com/pkgs/main",
+        "    - https://repo.anaconda.com/pkgs/r",
+    ]
+    sh(conda, "tos", "accept", "--override-channels", "--channel",
+       "https://repo.anaconda.com/pkgs/main", "--channel", "https://repo.anaconda.com/pkgs/r",
+       "--system", env=env)  # fmt: skip
+    records = sorted((prefix / "conda-meta/tos").glob("*/*.json"))
+    assert len(records) == 2
+    assert {json.loads(r.read_text())["base_url"] for r in records} == {
+        "https://repo.anaconda.com/pkgs/main",
+        "https://repo.anaconda.com/pkgs/r",
+    }
     sh(conda, "create", "-y", "-p", str(target), "python=3.11", "pip", env=env)
     meta = json.loads((target / "conda-meta/python-3.11.0-stand_in.json").read_text())
     assert meta["requested_spec"] == "python=3.11"
@@ -82,3 +103,23 @@ def test_pip_indexes_follow_pep_503(served_repo: ServedRepo) -> None:
     for project in ("torch", "tensorflow", "nvidia-cudnn-cu12", "nvidia-cuda-runtime-cu12"):
         assert f'href="{project}/"' in page
     assert "#sha256=" in (root / "simple/torch/index.html").read_text()
+
+
+def test_conda_tos_auto_accept_or_conda_forge_only(served_repo: ServedRepo, tmp_path: Path) -> None:
+    env = dict(os.environ, HOME=str(tmp_path / "home"))
+    env.pop("VIRTUAL_ENV", None)
+    installer = tmp_path / "Miniconda3-latest-Linux-x86_64.sh"
+    with urllib.request.urlopen(f"{served_repo.url}/conda/{installer.name}") as r:
+        installer.write_bytes(r.read())
+    prefix = tmp_path / "miniconda3"
+    sh("sh", str(installer), "-b", "-p", str(prefix), env=env)
+    conda = str(prefix / "bin/conda")
+    # conda-forge alone carries no ToS: nothing recorded, nothing asked
+    sh(conda, "create", "-y", "-p", str(tmp_path / "cf"), "--override-channels",
+       "-c", "conda-forge", "python=3.11", env=env)  # fmt: skip
+    assert not (tmp_path / "home/.conda/tos").exists()
+    assert not (prefix / "conda-meta/tos").exists()
+    # the plugin's setting, as an environment variable: accepted and recorded for the user
+    auto = dict(env, CONDA_PLUGINS_AUTO_ACCEPT_TOS="yes")
+    sh(conda, "create", "-y", "-p", str(tmp_path / "d"), "python=3.11", env=auto)
+    assert len(list((tmp_path / "home/.conda/tos").glob("*/*.json"))) == 2

@@ -485,7 +485,7 @@ def test_conda_env_packages_are_installed_at_their_exact_versions(fresh: HostFac
     host = host_from(
         STACK.replace(
             "    cuda_env: true\n",
-            "    cuda_env: true\n    conda:\n      envs:\n"
+            "    cuda_env: true\n    conda:\n      tos: accept\n      envs:\n"
             '        t: {python: "3.11", packages: {numpy: "1.26.4", einops: "0.8.0"}}\n',
         )
     )

@@ -5,6 +5,8 @@ from __future__ import annotations
 from gpunode.roles.ops.apt import AptPackages, AptRepository
 from gpunode.roles.ops.base import OpContext, Operation, Probe
 from gpunode.roles.ops.conda import Conda, CondaEnv, Pip
+from gpunode.roles.ops.conda_files import CondaEnvFile
+from gpunode.roles.ops.conda_tos import CondaTos
 from gpunode.roles.ops.files import File, LineInFile, ModuleBlacklist, Template
 from gpunode.roles.ops.kernel import DkmsBuilt, KernelHeaders
 from gpunode.roles.ops.module import ModuleReload
@@ -24,8 +26,10 @@ OPERATIONS: dict[str, Operation] = {
         Command(),
         Reboot(),
         Conda(),
+        CondaTos(),
         CondaEnv(),
         Pip(),
+        CondaEnvFile(),
         KernelHeaders(),
         DkmsBuilt(),
         ModuleReload(),

@@ -84,11 +84,20 @@ PyVersion = Annotated[
 ]
 
 
+Channel = Annotated[
+    str, AfterValidator(shaped(r"[A-Za-z0-9][A-Za-z0-9_.:/+-]*", "a conda channel or its URL"))
+]
+
+
 class CondaEnvArgs(Args):
     prefix: AbsPath = Field(description="conda's prefix; the env is made in PREFIX/envs/ENV.")
     env: Name = Field(description="The env's name.")
     python: PyVersion = Field(
         description='The Python version wanted; a prefix ("3.11") matches any 3.11.x.'
+    )
+    channels: list[Channel] = Field(
+        [],
+        description="The only channels to use (`--override-channels -c ...`); empty: conda's.",
     )
 
 
@@ -117,12 +126,14 @@ class CondaEnv(Operation):
         env = next((e for e in ctx.facts.conda.envs if e.name == a.env), None)
         path = f"{a.prefix}/envs/{a.env}"
         conda = f"{a.prefix}/bin/conda"
+        channels = "".join(f" -c {q(c)}" for c in a.channels)
+        override = f" --override-channels{channels}" if a.channels else ""
         if env is None:
             return [
                 ctx.change(
                     self,
                     f"conda env {a.env} missing",
-                    [f"{q(conda)} create -y -q -p {q(path)} {q('python=' + a.python)}"],
+                    [f"{q(conda)} create -y -q -p {q(path)}{override} {q('python=' + a.python)}"],
                 )
             ]
         if env.python is None or not matches_prefix(env.python, a.python):
@@ -130,7 +141,7 @@ class CondaEnv(Operation):
                 ctx.change(
                     self,
                     f"conda env {a.env} has Python {env.python}, {a.python} wanted",
-                    [f"{q(conda)} install -y -q -p {q(path)} {q('python=' + a.python)}"],
+                    [f"{q(conda)} install -y -q -p {q(path)}{override} {q('python=' + a.python)}"],
                 )
             ]
         return []
