@@ -13,10 +13,20 @@ from gpunode.cli.options import forks_option, inventory_argument, json_option, l
 from gpunode.exitcodes import exit_code_for
 
 if TYPE_CHECKING:
+    from gpunode.events import Bus
+    from gpunode.inventory.model import Host
     from gpunode.smoke.runner import HostSmoke
 
 # Kept here (not imported from the runner) so `gpunode smoke --help` stays light.
-TESTS = ("nvidia-smi", "cuda-vectoradd", "torch", "torch-matmul", "tensorflow", "nccl-allreduce")
+TESTS = (
+    "nvidia-smi",
+    "cuda-vectoradd",
+    "torch",
+    "torch-matmul",
+    "tensorflow",
+    "nccl-allreduce",
+    "nccl-multinode",
+)
 
 
 @click.command()
@@ -52,6 +62,10 @@ def smoke(
     step), TensorFlow, and an NCCL all-reduce; measurements are graded against the GPU
     model's expected figures. Tests run on the host with its own pythons; nothing is installed.
 
+    `--only nccl-multinode` starts one torchrun per selected host, all meeting at the first
+    host's rendezvous (inventory `nccl:`), for an all-reduce across the hosts: bus bandwidth
+    and the transport NCCL chose, per host.
+
     Exit codes: 0 no test failed, 2 a test failed, 3 a host unreachable, 4 bad input,
     6 a host's key changed (or is revoked). Several: 6 > 2 > 3.
     """
@@ -66,7 +80,12 @@ def smoke(
     take_become_passwords(hosts)  # out of the environment before any child process starts
     bus = Bus()
     bus.emit(RunStarted("", command="smoke", hosts=tuple(h.name for h in hosts)))
-    results = smoke_hosts(hosts, bus, only=only, pythons=pythons, forks=forks)
+    suite = tuple(t for t in only if t != "nccl-multinode")
+    results = []
+    if suite or not only:
+        results = smoke_hosts(hosts, bus, only=suite, pythons=pythons, forks=forks)
+    if "nccl-multinode" in only:
+        results = _with_multinode(hosts, bus, results)
     code = exit_code_for(_status(r) for r in results)
     bus.emit(RunFinished("", exit_code=int(code), seconds=time.monotonic() - start))
     if as_json:
@@ -76,6 +95,20 @@ def smoke(
     else:
         click.echo(render(results))
     sys.exit(code)
+
+
+def _with_multinode(hosts: list[Host], bus: Bus, results: list[HostSmoke]) -> list[HostSmoke]:
+    """The cross-host all-reduce's results added to each host's (or alone)."""
+    from gpunode.smoke.multinode import run_multinode
+
+    multi = run_multinode(hosts, bus, finish=not results)
+    if not results:
+        return multi
+    for before, after in zip(results, multi, strict=True):
+        before.results += after.results
+        before.unreachable = before.unreachable or after.unreachable
+        before.seconds += after.seconds
+    return results
 
 
 def _status(result: HostSmoke) -> str:
