@@ -331,6 +331,10 @@ class NcclSettings(Strict):
     """Where the hosts meet (torchrun's --rdzv-endpoint); default: the first host's address."""
     rendezvous_port: Annotated[int, Field(ge=1, le=65535)] = 29500
     """The rendezvous TCP port on the first host."""
+    local_addr: Address | None = None
+    """The address the other hosts reach this one at (torchrun's --local-addr, set per host
+    in host_vars/); default: torchrun's lookup of the host's name, which the others must
+    resolve."""
     bin: BinDir | None = None
     """The folder of the `torchrun` to run (/opt/torch/.venv/bin); default: the bin/ of the
     stack's first conda env with pytorch, else `torchrun` on the host's PATH."""

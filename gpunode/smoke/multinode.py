@@ -66,7 +66,8 @@ class Launch:
         return "torchrun"
 
     def argv(self) -> list[str]:
-        sizes = ",".join(str(s) for s in self.host.nccl.sizes_mib)
+        nccl = self.host.nccl
+        sizes = ",".join(str(s) for s in nccl.sizes_mib)
         return [
             self.torchrun,
             f"--nnodes={self.nnodes}",
@@ -76,9 +77,10 @@ class Launch:
             f"--rdzv-endpoint={self.endpoint}",
             f"--rdzv-id={self.run_id}",
             "--max-restarts=0",
+            *([f"--local-addr={nccl.local_addr}"] if nccl.local_addr else []),
             "SCRIPT",
             f"--sizes-mib={sizes}",
-            f"--backend={self.host.nccl.backend}",
+            f"--backend={nccl.backend}",
         ]
 
     def command(self) -> str:
@@ -199,9 +201,9 @@ def _verdict(
         )
     if code in _WRAPPER_ERRORS:
         return "fail", _WRAPPER_ERRORS[code]
-    if code != 0 or parsed.report is None:
-        return "fail", f"torchrun exited {code} (rendezvous {launch.endpoint}): {said or '-'}"
     report = parsed.report
+    if report is None:
+        return "fail", f"torchrun exited {code} (rendezvous {launch.endpoint}): {said or '-'}"
     if report.get("backend") != launch.host.nccl.backend:
         return "fail", f"ran {report.get('backend')}, not {launch.host.nccl.backend}"
     if not report.get("correct"):
@@ -221,6 +223,10 @@ def _verdict(
             return "fail", "NCCL used sockets for some channels where ib was expected"
     if expect.min_busbw_gbps is not None and (busbw or 0.0) < expect.min_busbw_gbps:
         return "fail", f"bus bandwidth {busbw} GB/s is below the expected {expect.min_busbw_gbps}"
+    if code != 0:
+        # The report comes after the last barrier: the run is whole, torchrun's exit
+        # (often the store's host leaving first) is a note.
+        return "warn", f"torchrun exited {code} after the all-reduce finished: {said or '-'}"
     return "pass", ""
 
 
