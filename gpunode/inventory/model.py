@@ -25,6 +25,7 @@ from pydantic_core import CoreSchema
 from gpunode.inventory.checks import (
     bin_dir,
     conda_prefix,
+    env_value,
     host_address,
     http_url,
     proxy_jump,
@@ -307,8 +308,7 @@ SmokeTest = Literal[
 ]
 
 
-NCCL_ENV_VALUE = r"\A[A-Za-z0-9_.,:=/@+^%-]{0,256}\Z"
-NcclEnvValue = Annotated[str, StringConstraints(pattern=NCCL_ENV_VALUE)] | int
+NcclEnvValue = Annotated[str | int, AfterValidator(env_value)]
 BinDir = Annotated[str, AfterValidator(bin_dir)]
 
 
@@ -349,6 +349,7 @@ class NcclSettings(Strict):
     timeout: Annotated[float, Field(gt=0, le=3600)] = 120.0
     """Seconds a host's torchrun may take, rendezvous included, before it is stopped."""
     expect: NcclExpect = Field(default_factory=NcclExpect)
+    """What the run must show to pass: the transport and the least bus bandwidth."""
 
 
 class Stack(Strict):
