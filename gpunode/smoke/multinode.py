@@ -29,12 +29,14 @@ from gpunode.transport.base import CommandTimeoutError, Transport, TransportErro
 NAME = "nccl-multinode"
 SCRIPT = "nccl_multinode.py"
 MARK = "GPUNODE-NCCL "
+KEEP_LINES = 64
 STOP_GRACE = 10  # seconds between timeout's TERM and KILL
 # NCCL's own lines: "Channel 00/0 : 0[0] -> 1[1] [send] via NET/IB/0/GDRDMA",
 # "... via P2P/CUMEM/read", "... via SHM/direct/direct", "NET/Socket : Using [0]eth0:...".
 _VIA = re.compile(r"NCCL INFO Channel \d+/\d+ : \d+\[\d+\] -> \d+\[\d+\].* via (\w+)(?:/(\w+))?")
 _USING = re.compile(r"NCCL INFO NET/(\w+) : Using (.+)$")
-_ERROR = re.compile(r"Error|error:|refused|timed out|failed", re.IGNORECASE)
+# An exception as Python prints it ("[rank0]: RuntimeError: ...", "...DistNetworkError: ...").
+_ERROR = re.compile(r"\w(Error|Exception): ")
 _WRAPPER_ERRORS = {
     95: "no torchrun on the host's PATH: set nccl.bin (the folder of torchrun)",
     96: "no `timeout` on the host (coreutils)",
@@ -127,7 +129,10 @@ class NodeOutput:
     report: dict[str, Any] | None = None
     transports: dict[str, int] = field(default_factory=dict)
     net_devices: list[str] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+    """NCCL's lines that say what it chose (the first KEEP_LINES), as evidence."""
     tail: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
 
 
 def parse_output(text: str) -> NodeOutput:
@@ -139,6 +144,8 @@ def parse_output(text: str) -> NodeOutput:
                 out.report = json.loads(line[len(MARK) :])
             continue
         via = _VIA.search(line)
+        if (via or _USING.search(line)) and len(out.lines) < KEEP_LINES:
+            out.lines.append(line)
         if via:
             kind, sub = via.group(1), via.group(2) or ""
             name = {"P2P": "p2p", "SHM": "shm"}.get(kind) or (
@@ -149,6 +156,8 @@ def parse_output(text: str) -> NodeOutput:
         using = _USING.search(line)
         if using:
             out.net_devices.append(f"{using.group(1)}: {using.group(2).strip()}")
+        elif _ERROR.search(line):
+            out.errors = [*out.errors[-2:], line]
         elif line and "NCCL INFO" not in line:
             out.tail = [*out.tail[-7:], line]
     return out
@@ -165,6 +174,7 @@ def grade(launch: Launch, code: int | None, text: str, seconds: float) -> dict[s
         "run_id": launch.run_id,
         "transports": parsed.transports,
         "net_devices": parsed.net_devices,
+        "nccl_lines": parsed.lines,
     }
     record: dict[str, Any] = {
         "name": NAME,
@@ -191,7 +201,7 @@ def _verdict(
     launch: Launch, code: int | None, parsed: NodeOutput, busbw: float | None
 ) -> tuple[str, str]:
     expect = launch.host.nccl.expect
-    errors = [ln for ln in parsed.tail if _ERROR.search(ln)]
+    errors = list(dict.fromkeys(parsed.errors))
     said = " | ".join((errors or parsed.tail)[-2:])
     if code is None or code in (124, 137):
         return "fail", (

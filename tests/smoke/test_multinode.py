@@ -193,3 +193,21 @@ def test_gpunode_smoke_runs_two_local_hosts_through_torchrun(tmp_path: Path) -> 
         (r,) = host["results"]
         assert r["status"] in ("pass", "warn") and r["value"] > 0, r
         assert r["details"]["world"] == 2
+
+
+@needs_torch
+def test_nccl_without_a_gpu_fails_saying_so(tmp_path: Path) -> None:
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(
+        "defaults:\n  connection: local\n  become: none\n"
+        f"  nccl: {{bin: {TORCHRUN.parent}, sizes_mib: [1], rendezvous_port: {29760 + SLOT}, "
+        "timeout: 90}\n"
+        "hosts: {gpu0: {nccl: {env: {CUDA_VISIBLE_DEVICES: '0'}}}}\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-m", "gpunode", "smoke", str(inv), "--only", "nccl-multinode"],
+        capture_output=True, text=True, timeout=200,
+    )  # fmt: skip
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "RuntimeError: NCCL needs CUDA: torch" in res.stdout
+    assert "sees no GPU (CUDA_VISIBLE_DEVICES=0)" in res.stdout

@@ -116,6 +116,12 @@ def main(argv: list[str] | None = None) -> int:
     if backend == "auto":
         backend = "nccl" if torch.cuda.is_available() else "gloo"
     if backend == "nccl":
+        if not torch.cuda.is_available():
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES", "unset")
+            raise RuntimeError(
+                f"NCCL needs CUDA: torch {torch.__version__} sees no GPU "
+                f"(CUDA_VISIBLE_DEVICES={visible})"
+            )
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
         dist.init_process_group("nccl", device_id=device)
