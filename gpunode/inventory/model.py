@@ -328,7 +328,8 @@ class NcclSettings(Strict):
     """Environment of the host's torchrun (NCCL_SOCKET_IFNAME, NCCL_IB_HCA,
     CUDA_VISIBLE_DEVICES...): letters, digits and `_ . , : = / @ + ^ % -` only."""
     rendezvous_host: Address | None = None
-    """Where the hosts meet (torchrun's --rdzv-endpoint); default: the first host's address."""
+    """Where the hosts meet (torchrun's --rdzv-endpoint); default: the first host's address
+    (127.0.0.1 when the first host is `connection: local`)."""
     rendezvous_port: Annotated[int, Field(ge=1, le=65535)] = 29500
     """The rendezvous TCP port on the first host."""
     local_addr: Address | None = None

@@ -38,6 +38,7 @@ _USING = re.compile(r"NCCL INFO NET/(\w+) : Using (.+)$")
 # An exception as Python prints it ("[rank0]: RuntimeError: ...", "...DistNetworkError: ...").
 _ERROR = re.compile(r"\w(Error|Exception): ")
 _WRAPPER_ERRORS = {
+    94: "no executable torchrun in nccl.bin on the host",
     95: "no torchrun on the host's PATH: set nccl.bin (the folder of torchrun)",
     96: "no `timeout` on the host (coreutils)",
     97: "could not make a temporary folder on the host (mktemp failed)",
@@ -92,7 +93,11 @@ class Launch:
         env |= {k: str(v) for k, v in nccl.env.items()}
         assigns = " ".join(f"{k}={quote(v)}" for k, v in env.items())
         argv = " ".join('"$d/' + SCRIPT + '"' if a == "SCRIPT" else quote(a) for a in self.argv())
-        find = "command -v torchrun >/dev/null || exit 95; " if self.torchrun == "torchrun" else ""
+        find = (
+            "command -v torchrun >/dev/null || exit 95; "
+            if self.torchrun == "torchrun"
+            else f"test -x {quote(self.torchrun)} || exit 94; "
+        )
         return (
             'd=$(mktemp -d "${TMPDIR:-/tmp}/gpunode-nccl.XXXXXX") || exit 97; '
             "trap 'rm -rf \"$d\"' EXIT; "
@@ -189,7 +194,8 @@ def grade(launch: Launch, code: int | None, text: str, seconds: float) -> dict[s
     }
     report = parsed.report
     if report is not None:
-        details.update({k: report.get(k) for k in ("world", "backend", "torch", "nccl", "device")})
+        keys = ("group_rank", "world", "backend", "torch", "nccl", "device")
+        details.update({k: report.get(k) for k in keys})
         details["inter"], details["intra"] = report.get("inter") or [], report.get("intra") or []
         if details["inter"]:
             record["value"] = details["inter"][-1]["busbw_gbps"]

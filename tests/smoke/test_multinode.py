@@ -67,6 +67,8 @@ def test_the_torchrun_comes_from_nccl_bin_else_the_conda_env_with_pytorch() -> N
     (launch,) = launches(hosts("  nccl: {bin: /opt/torch/.venv/bin}\n", 1))
     assert launch.torchrun == "/opt/torch/.venv/bin/torchrun"
     assert "command -v torchrun" not in launch.command()
+    assert "test -x /opt/torch/.venv/bin/torchrun || exit 94;" in launch.command()
+    assert "no executable torchrun in nccl.bin" in grade(launch, 94, "", 0.1)["reason"]
     conda = "  stack:\n    conda: {prefix: /opt/conda, envs: {tf: {}, pt: {pytorch: '2.11'}}}\n"
     (launch,) = launches(hosts(conda, 1))
     assert launch.torchrun == "/opt/conda/envs/pt/bin/torchrun"
