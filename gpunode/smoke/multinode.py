@@ -35,6 +35,7 @@ STOP_GRACE = 10  # seconds between timeout's TERM and KILL
 # "... via P2P/CUMEM/read", "... via SHM/direct/direct", "NET/Socket : Using [0]eth0:...".
 _VIA = re.compile(r"NCCL INFO Channel \d+/\d+ : \d+\[\d+\] -> \d+\[\d+\].* via (\w+)(?:/(\w+))?")
 _USING = re.compile(r"NCCL INFO NET/(\w+) : Using (.+)$")
+_NETWORK = re.compile(r"NCCL INFO Using network (\w+)")
 # An exception as Python prints it ("[rank0]: RuntimeError: ...", "...DistNetworkError: ...").
 _ERROR = re.compile(r"\w(Error|Exception): ")
 _WRAPPER_ERRORS = {
@@ -134,6 +135,8 @@ class NodeOutput:
     report: dict[str, Any] | None = None
     transports: dict[str, int] = field(default_factory=dict)
     net_devices: list[str] = field(default_factory=list)
+    networks: list[str] = field(default_factory=list)
+    """The network plugin NCCL loaded ("Using network IB"): loaded, not necessarily used."""
     lines: list[str] = field(default_factory=list)
     """NCCL's lines that say what it chose (the first KEEP_LINES), as evidence."""
     tail: list[str] = field(default_factory=list)
@@ -149,8 +152,11 @@ def parse_output(text: str) -> NodeOutput:
                 out.report = json.loads(line[len(MARK) :])
             continue
         via = _VIA.search(line)
-        if (via or _USING.search(line)) and len(out.lines) < KEEP_LINES:
+        network = _NETWORK.search(line)
+        if (via or network or _USING.search(line)) and len(out.lines) < KEEP_LINES:
             out.lines.append(line)
+        if network and network.group(1) not in out.networks:
+            out.networks.append(network.group(1))
         if via:
             kind, sub = via.group(1), via.group(2) or ""
             name = {"P2P": "p2p", "SHM": "shm"}.get(kind) or (
@@ -179,6 +185,7 @@ def grade(launch: Launch, code: int | None, text: str, seconds: float) -> dict[s
         "run_id": launch.run_id,
         "transports": parsed.transports,
         "net_devices": parsed.net_devices,
+        "networks": parsed.networks,
         "nccl_lines": parsed.lines,
     }
     record: dict[str, Any] = {

@@ -26,6 +26,7 @@ SCRIPT = Path(__file__).parents[2] / "gpunode" / "smoke" / "suite" / "nccl_multi
 # As NCCL 2.2x prints them (src/transport/net.cc, p2p.cc, shm.cc; src/misc/socket.cc).
 NCCL_IB = """\
 gpu-a:1234:1234 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB eth0:192.0.2.4<0>
+gpu-a:1234:1234 [0] NCCL INFO Using network IB
 gpu-a:1234:1290 [0] NCCL INFO Channel 00/0 : 1[0] -> 2[0] [send] via NET/IB/0/GDRDMA
 gpu-a:1234:1290 [0] NCCL INFO Channel 00/0 : 3[1] -> 0[0] [receive] via NET/IB/1/GDRDMA
 gpu-a:1234:1290 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read
@@ -96,6 +97,7 @@ def test_nccls_lines_name_the_transports_and_the_network_devices() -> None:
     ib = parse_output(NCCL_IB)
     assert ib.transports == {"ib": 2, "p2p": 1}
     assert ib.net_devices == ["IB: [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB eth0:192.0.2.4<0>"]
+    assert ib.networks == ["IB"] and len(ib.lines) == 5
     sock = parse_output(NCCL_SOCKET)
     assert sock.transports == {"socket": 1, "shm": 1}
 

@@ -99,6 +99,12 @@ def node_groups(torch: Any, dist: Any, device: Any, group_rank: int) -> Any:
     return mine
 
 
+def nccl_version(torch: Any) -> str:
+    """The NCCL torch runs: a tuple (2, 28, 9) in recent torch, an int (22809) before."""
+    version = torch.cuda.nccl.version()
+    return ".".join(map(str, version)) if isinstance(version, tuple) else str(version)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes-mib", default="8,64,256,1024")
@@ -148,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
             "local_world": int(os.environ.get("LOCAL_WORLD_SIZE", "1")),
             "backend": backend,
             "torch": str(torch.__version__),
-            "nccl": ".".join(map(str, torch.cuda.nccl.version())) if gpu else None,
+            "nccl": nccl_version(torch) if gpu else None,
             "device": torch.cuda.get_device_name(device) if gpu else "cpu",
             "correct": ok_inter and ok_intra,
             "inter": inter,
