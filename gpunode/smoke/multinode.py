@@ -30,7 +30,10 @@ NAME = "nccl-multinode"
 SCRIPT = "nccl_multinode.py"
 MARK = "GPUNODE-NCCL "
 KEEP_LINES = 64
-STOP_GRACE = 10  # seconds between timeout's TERM and KILL
+# Seconds between timeout's TERM and KILL. torchrun's workers run in sessions of their own,
+# out of timeout's reach: on TERM torchrun stops them, waiting up to 30 s before it kills
+# one that ignores TERM; killed sooner, it would leave that worker behind.
+STOP_GRACE = 45
 # NCCL's own lines: "Channel 00/0 : 0[0] -> 1[1] [send] via NET/IB/0/GDRDMA",
 # "... via P2P/CUMEM/read", "... via SHM/direct/direct", "NET/Socket : Using [0]eth0:...".
 _VIA = re.compile(r"NCCL INFO Channel \d+/\d+ : \d+\[\d+\] -> \d+\[\d+\].* via (\w+)(?:/(\w+))?")

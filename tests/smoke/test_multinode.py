@@ -18,6 +18,7 @@ from gpunode.inventory.model import Host
 from gpunode.smoke.multinode import grade, launches, parse_output
 from gpunode.smoke.report import render
 from gpunode.smoke.runner import HostSmoke
+from gpunode.views.schemas import validate
 from tests.conftest import SLOT
 
 TORCHRUN = Path(sys.executable).parent / "torchrun"
@@ -61,7 +62,7 @@ def test_each_host_gets_its_rank_and_every_host_the_first_hosts_rendezvous() -> 
         assert "--rdzv-endpoint=192.0.2.1:29511" in argv and "--rdzv-backend=c10d" in argv
         cmd = launch.command()
         assert "NCCL_IB_HCA=mlx5_0:1,mlx5_1:1 " in cmd and "NCCL_DEBUG=INFO" in cmd
-        assert "timeout -k 10 120 torchrun " in cmd and "command -v torchrun" in cmd
+        assert "timeout -k 45 120 torchrun " in cmd and "command -v torchrun" in cmd
 
 
 def test_the_torchrun_comes_from_nccl_bin_else_the_conda_env_with_pytorch() -> None:
@@ -192,6 +193,7 @@ def test_gpunode_smoke_runs_two_local_hosts_through_torchrun(tmp_path: Path) -> 
     )  # fmt: skip
     doc = json.loads(res.stdout)
     assert res.returncode == 0, res.stdout
+    validate("smoke", res.stdout)  # the published schema, docs/schemas/smoke.json
     assert doc["kind"] == "smoke"
     for host in doc["hosts"]:
         (r,) = host["results"]
@@ -215,3 +217,43 @@ def test_nccl_without_a_gpu_fails_saying_so(tmp_path: Path) -> None:
     assert res.returncode == 2, res.stdout + res.stderr
     assert "RuntimeError: NCCL needs CUDA: torch" in res.stdout
     assert "sees no GPU (CUDA_VISIBLE_DEVICES=0)" in res.stdout
+
+
+HUNG_WORKER = """\
+import os, signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)  # stuck where TERM does not end it
+open(os.environ["PIDS"] + "/" + str(os.getpid()), "w").close()
+while True:
+    time.sleep(1)
+"""
+
+
+@needs_torch
+def test_a_hung_worker_that_ignores_term_is_gone_after_the_timeout(tmp_path: Path) -> None:
+    """gpunode's own wrapper around torchrun, with a worker that never ends by itself."""
+    import base64
+
+    nccl = (
+        f"  connection: local\n  nccl: {{bin: {TORCHRUN.parent}, timeout: 15, nproc_per_node: 1, "
+        "rendezvous_host: 127.0.0.1, "
+        f"rendezvous_port: {29770 + SLOT}, env: {{PIDS: {tmp_path}}}}}\n"
+    )
+    (launch,) = launches(hosts(nccl, 1))
+    res = subprocess.run(
+        ["sh", "-c", launch.command()], input=base64.encodebytes(HUNG_WORKER.encode()),
+        capture_output=True, timeout=120,
+    )  # fmt: skip
+    assert res.returncode == 124, res.stdout[-2000:]
+    pids = [int(p.name) for p in tmp_path.iterdir()]
+    assert pids, res.stdout[-2000:]
+    for pid in pids:
+        assert not Path(f"/proc/{pid}").exists() or _zombie(pid), f"worker {pid} left behind"
+    r = grade(launch, res.returncode, res.stdout.decode(), 1.0)
+    assert "did not finish within 15 s and was stopped" in r["reason"]
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    except OSError:
+        return True

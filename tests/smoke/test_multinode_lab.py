@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
+from gpunode.views.schemas import validate
 from gpunode_lab import torchrun_standin
 from tests.conftest import SLOT, Lab
 
@@ -64,6 +65,7 @@ def _smoke(inv: Path, *args: str) -> tuple[int, dict[str, Any], float]:
         capture_output=True, text=True, timeout=TIMEOUT + 120,
     )  # fmt: skip
     assert res.stdout.strip(), res.stderr
+    validate("smoke", res.stdout)
     return res.returncode, json.loads(res.stdout), time.monotonic() - start
 
 
