@@ -13,10 +13,20 @@ from gpunode.cli.options import forks_option, inventory_argument, json_option, l
 from gpunode.exitcodes import exit_code_for
 
 if TYPE_CHECKING:
+    from gpunode.events import Bus
+    from gpunode.inventory.model import Host
     from gpunode.smoke.runner import HostSmoke
 
 # Kept here (not imported from the runner) so `gpunode smoke --help` stays light.
-TESTS = ("nvidia-smi", "cuda-vectoradd", "torch", "torch-matmul", "tensorflow", "nccl-allreduce")
+TESTS = (
+    "nvidia-smi",
+    "cuda-vectoradd",
+    "torch",
+    "torch-matmul",
+    "tensorflow",
+    "nccl-allreduce",
+    "nccl-multinode",
+)
 
 
 @click.command()
@@ -52,6 +62,10 @@ def smoke(
     step), TensorFlow, and an NCCL all-reduce; measurements are graded against the GPU
     model's expected figures. Tests run on the host with its own pythons; nothing is installed.
 
+    `--only nccl-multinode` starts one torchrun per selected host, all meeting at the first
+    host's rendezvous (inventory `nccl:`), for an all-reduce across the hosts: bus bandwidth
+    and the transport NCCL chose, per host.
+
     Exit codes: 0 no test failed, 2 a test failed, 3 a host unreachable, 4 bad input,
     6 a host's key changed (or is revoked). Several: 6 > 2 > 3.
     """
@@ -67,7 +81,12 @@ def smoke(
     take_become_passwords(hosts)  # out of the environment before any child process starts
     bus = Bus()
     bus.emit(RunStarted("", command="smoke", hosts=tuple(h.name for h in hosts)))
-    results = smoke_hosts(hosts, bus, only=only, pythons=pythons, forks=forks)
+    suite = tuple(t for t in only if t != "nccl-multinode")
+    results = []
+    if suite or not only:
+        results = smoke_hosts(hosts, bus, only=suite, pythons=pythons, forks=forks)
+    if "nccl-multinode" in only:
+        results = _with_multinode(hosts, bus, results)
     statuses = {r.host: _status(r) for r in results}
     code = exit_code_for(statuses.values())
     seconds = time.monotonic() - start
@@ -93,6 +112,20 @@ def fleet_cost_table(hosts: list[Any]) -> str:
 
     types, _ = gpu_types(hosts, latest(records.load_run(p) for p in records.list_runs()))
     return table(types, [])
+
+
+def _with_multinode(hosts: list[Host], bus: Bus, results: list[HostSmoke]) -> list[HostSmoke]:
+    """The cross-host all-reduce's results added to each host's (or alone)."""
+    from gpunode.smoke.multinode import run_multinode
+
+    multi = run_multinode(hosts, bus, finish=not results)
+    if not results:
+        return multi
+    for before, after in zip(results, multi, strict=True):
+        before.results += after.results
+        before.unreachable = before.unreachable or after.unreachable
+        before.seconds += after.seconds
+    return results
 
 
 def _status(result: HostSmoke) -> str:

@@ -202,3 +202,22 @@ def ssh_option_value(value: str | int) -> str | int:
     if isinstance(value, str) and (not value.strip() or value.startswith("-")):
         raise ValueError(f"{value!r}: an ssh option value cannot be empty or start with `-`")
     return value
+
+
+def bin_dir(value: str) -> str:
+    """A folder of programs on the host, written into a shell command (quoted as well)."""
+    if not value.startswith("/") or value.startswith("//") or posixpath.normpath(value) != value:
+        raise ValueError(f"{value!r}: write an absolute, normalized path such as /opt/torch/bin")
+    if not re.fullmatch(r"[A-Za-z0-9._+/-]+", value):
+        raise ValueError(f"{value!r}: use letters, digits and . _ + - / only")
+    return value
+
+
+def env_value(value: str | int) -> str | int:
+    """An environment value written into a shell command (quoted as well)."""
+    if isinstance(value, str) and not re.fullmatch(r"[A-Za-z0-9_.,:=/@+^%-]{0,256}", value):
+        raise ValueError(
+            f"{value!r}: use at most 256 letters, digits and _ . , : = / @ + ^ % - "
+            "(an interface or device list such as ^docker,lo or mlx5_0:1,mlx5_1:1)"
+        )
+    return value

@@ -27,8 +27,10 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
 from gpunode.inventory.checks import (
+    bin_dir,
     conda_channel,
     conda_prefix,
+    env_value,
     host_address,
     http_url,
     proxy_jump,
@@ -472,6 +474,51 @@ class Containers(Strict):
         return self
 
 
+NcclEnvValue = Annotated[str | int, AfterValidator(env_value)]
+BinDir = Annotated[str, AfterValidator(bin_dir)]
+
+
+class NcclExpect(Strict):
+    transport: Literal["nvlink", "p2p", "shm", "ib", "socket"] | None = None
+    """The transport NCCL should pick between the hosts (`ib`, `socket`) or within one
+    (`nvlink`/`p2p`, `shm`); another one fails the test."""
+    min_busbw_gbps: Annotated[float, Field(gt=0)] | None = None
+    """The least bus bandwidth (GB/s, nccl-tests' busbw) of the largest all-reduce across
+    the hosts; less fails the test."""
+
+
+class NcclSettings(Strict):
+    """`gpunode smoke --only nccl-multinode`: one torchrun per host of the run."""
+
+    env: dict[EnvName, NcclEnvValue] = Field(default_factory=dict)
+    """Environment of the host's torchrun (NCCL_SOCKET_IFNAME, NCCL_IB_HCA,
+    CUDA_VISIBLE_DEVICES...): letters, digits and `_ . , : = / @ + ^ % -` only."""
+    rendezvous_host: Address | None = None
+    """Where the hosts meet (torchrun's --rdzv-endpoint); default: the first host's address
+    (127.0.0.1 when the first host is `connection: local`)."""
+    rendezvous_port: Annotated[int, Field(ge=1, le=65535)] = 29500
+    """The rendezvous TCP port on the first host."""
+    local_addr: Address | None = None
+    """The address the other hosts reach this one at (torchrun's --local-addr, set per host
+    in host_vars/); default: torchrun's lookup of the host's name, which the others must
+    resolve."""
+    bin: BinDir | None = None
+    """The folder of the `torchrun` to run (/opt/torch/.venv/bin); default: the bin/ of the
+    stack's first conda env with pytorch, else `torchrun` on the host's PATH."""
+    nproc_per_node: Annotated[int, Field(ge=1, le=64)] | None = None
+    """Processes on this host; default: gpus.count, else 1."""
+    sizes_mib: list[Annotated[int, Field(ge=1, le=16384)]] = Field(
+        default_factory=lambda: [8, 64, 256, 1024], min_length=1, max_length=8
+    )
+    """All-reduce sizes in MiB; the largest is graded."""
+    backend: Literal["nccl", "gloo"] = "nccl"
+    """`gloo` all-reduces on the CPU: the orchestration alone, on hosts without GPUs."""
+    timeout: Annotated[float, Field(gt=0, le=3600)] = 120.0
+    """Seconds a host's torchrun may take, rendezvous included, before it is stopped."""
+    expect: NcclExpect = Field(default_factory=NcclExpect)
+    """What the run must show to pass: the transport and the least bus bandwidth."""
+
+
 class Stack(Strict):
     driver: Driver | None = None
     """The NVIDIA driver; none: not managed."""
@@ -521,6 +568,8 @@ class Settings(Strict):
     """The GPUs the host is expected to have."""
     stack: Stack = Field(default_factory=Stack)
     """The software the host should have."""
+    nccl: NcclSettings = Field(default_factory=NcclSettings)
+    """The cross-host all-reduce of `gpunode smoke --only nccl-multinode`."""
 
 
 class HostEntry(Settings):

@@ -53,7 +53,33 @@ def table(smoke: HostSmoke) -> str:
     for row in [COLUMNS, *body]:
         cells = [cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True)]
         lines.append(("  " + "  ".join(cells) + "  " + row[-1]).rstrip())
+    for r in smoke.results:
+        lines += sweep(r.get("details") or {})
     return "\n".join(lines)
+
+
+def sweep(details: dict[str, Any]) -> list[str]:
+    """nccl-multinode's sizes: bandwidth across the hosts and within this one."""
+    inter = details.get("inter")
+    if not isinstance(inter, list) or not inter:
+        return []
+    intra = {row["bytes"]: row for row in details.get("intra") or []}
+    seen = ", ".join(f"{k} x{n}" for k, n in sorted((details.get("transports") or {}).items()))
+    lines = [
+        f"  all-reduce, node {details.get('node_rank')} of {details.get('nodes')}, "
+        f"{details.get('world')} ranks, rendezvous {details.get('endpoint')}; "
+        f"NCCL transports: {seen or '-'}"
+    ]
+    for dev in details.get("net_devices") or []:
+        lines.append(f"    NET/{dev}")
+    lines.append("    SIZE      ALGBW GB/s  BUSBW GB/s  IN-HOST BUSBW GB/s")
+    for row in inter:
+        local = intra.get(row["bytes"])
+        size = f"{row['bytes'] >> 20} MiB"
+        alg, bus = fmt_number(row["algbw_gbps"]), fmt_number(row["busbw_gbps"])
+        own = fmt_number(local["busbw_gbps"]) if local else "-"
+        lines.append(f"    {size:<9} {alg:>10}  {bus:>10}  {own:>18}")
+    return lines
 
 
 def render(results: Sequence[HostSmoke]) -> str:
