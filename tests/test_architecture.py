@@ -25,7 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("compat", "transport", "repoindex"),
     ("hostpool",),
     ("facts", "monitor", "smoke"),
-    ("resolve",),
+    ("resolve", "doctor"),
     ("roles",),
     ("plan",),
     ("execute",),

@@ -29,6 +29,7 @@ Kind = Literal[
     "lab-status",
     "tags",
     "config",
+    "doctor",
 ]
 KINDS: tuple[Kind, ...] = get_args(Kind)
 STREAMS: frozenset[Kind] = frozenset({"apply-event", "top-sample"})
