@@ -20,8 +20,10 @@ def module_not_loaded(i: Inputs) -> list[Hit]:
     m = i.facts.module
     if m.loaded or not _wants_driver(i):
         return []
-    smi = i.facts.smi.error or ""
-    return [Hit(smi.splitlines()[0] if smi else "/sys/module/nvidia: absent (module not loaded)")]
+    # nvidia-smi's own words when it is installed and says why ("couldn't communicate...")
+    smi = (i.facts.smi.error or "").splitlines()
+    said = smi[0] if smi and "NVIDIA" in smi[0] else ""
+    return [Hit(said or "/sys/module/nvidia: absent (module not loaded)")]
 
 
 def nouveau_loaded(i: Inputs) -> list[Hit]:
