@@ -21,10 +21,9 @@ _NVRM = re.compile(r"\b(NVRM: .*|nouveau .*|.*fallen off the bus.*)$")
 
 @dataclass
 class Probe:
-    """What the doctor reads beside the facts. `read` is False for a host never probed
-    (the rules that need a probe are then skipped)."""
+    """What the doctor reads beside the facts; a section not read leaves its field empty
+    (or None where empty would say something)."""
 
-    read: bool = True
     kernel_log: list[str] = field(default_factory=list)
     """The kernel's driver lines since this boot, each message once, as logged."""
     smi_rc: str | None = None  # "0", "9", "missing"
@@ -88,8 +87,8 @@ def _disks(text: str) -> list[Disk]:
     out = []
     for line in text.splitlines():
         f = line.split()
-        if len(f) >= 7 and f[1].isdigit() and f[3].isdigit():
-            out.append(Disk(path=f[5], free_bytes=int(f[3]), total_bytes=int(f[1])))
+        if len(f) >= 6 and f[1].isdigit() and f[3].isdigit():
+            out.append(Disk(path=" ".join(f[5:]), free_bytes=int(f[3]), total_bytes=int(f[1])))
     return out
 
 

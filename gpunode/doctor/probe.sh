@@ -33,8 +33,10 @@ section ldconfig
 have ldconfig && ldconfig -p 2>/dev/null | grep -E 'lib(cudart|cudnn|nccl|cuda)\.so'
 section login-shell
 # A login shell's environment, as a user's ssh session starts: /etc/profile and profile.d.
+# timeout: a profile that waits on something must not hold the whole probe
 if have bash; then
-  env -i HOME="$HOME" USER="$(id -un)" LOGNAME="$(id -un)" SHELL=/bin/bash bash -l -c \
+  t=""; have timeout && t="timeout 20"
+  $t env -i HOME="$HOME" USER="$(id -un)" LOGNAME="$(id -un)" SHELL=/bin/bash bash -l -c \
     'printf "CUDA_HOME=%s\nPATH=%s\nnvcc=%s\n" "${CUDA_HOME-}" "$PATH" "$(command -v nvcc)"' \
     </dev/null 2>/dev/null
 fi
@@ -50,6 +52,6 @@ for p in $conda_prefixes; do
 done
 section conda-disk
 for p in $conda_prefixes; do
-  [ -x "$p/bin/conda" ] && df -P -B1 "$p" 2>/dev/null | tail -n 1 | sed "s|\$| $p|"
+  [ -x "$p/bin/conda" ] && df -P -B1 "$p" 2>/dev/null | tail -n 1
 done
 section end

@@ -37,7 +37,8 @@ def doctor_text(outcomes: dict[str, Outcome[Diagnosis]]) -> str:
     blocks = []
     for name, o in outcomes.items():
         if o.value is None:
-            blocks.append(f"{name}: {o.summary.upper() if o.hostkey_changed else o.summary}\n")
+            word = "HOST KEY CHANGED" if o.hostkey_changed else o.status.upper()
+            blocks.append(f"{name}: {word}: {o.error}\n")
             continue
         fs = o.value.findings
         counts = ", ".join(c for s in ("error", "warning", "info") if (c := _count(fs, s)))
