@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Lab, apply, fresh, on_host
+from conftest import Lab, apply, fresh, of, on_host
 
 from gpunode.exitcodes import ExitCode
 
@@ -124,6 +124,13 @@ def test_a_converged_host_and_its_faults(lab: Lab, tmp_path: Path) -> None:
         f = rule(findings, "gpu.fewer-than-inventory")
         assert code == ExitCode.DOCTOR_ERROR
         assert f["evidence"].startswith(f"nvidia-smi lists {len(seen)} GPU")
+        # apply's smoke test fails on it, and the failed host carries doctor's findings
+        smoke = lab.inventory(tmp_path, **{**STACK, "cuda_env": True, "smoke": ["nvidia-smi"]})
+        code, evs = apply(lab, smoke, "--limit", host)
+        assert code == ExitCode.FAILED
+        assert "fail" in [e["result"]["status"] for e in of(evs, "smoke-result", host)]
+        found = {e["rule"]: e for e in of(evs, "doctor-finding", host)}
+        assert found["gpu.fewer-than-inventory"]["evidence"] == f["evidence"]
     finally:
         knob(lab, host, "gpu-lost", "--off")
 
