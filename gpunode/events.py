@@ -247,6 +247,17 @@ class SmokeResult(Event):
 
 
 @dataclass(frozen=True)
+class DoctorFinding(Event):
+    """What `gpunode doctor` finds on a host whose smoke tests failed (one event each)."""
+
+    rule: str
+    severity: Literal["error", "warning", "info"]
+    title: str
+    evidence: str
+    fix: str
+
+
+@dataclass(frozen=True)
 class HostFinished(Event):
     status: Literal["ok", "changed", "failed", "unreachable", "skipped", "reboot-pending"]
     ok: int = 0
@@ -280,6 +291,7 @@ EVENT_NAMES: dict[type[Event], str] = {
     RebootPending: "reboot-pending",
     HookFinished: "hook-finished",
     SmokeResult: "smoke-result",
+    DoctorFinding: "doctor-finding",
     HostFinished: "host-finished",
     RunFinished: "run-finished",
 }

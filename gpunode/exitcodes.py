@@ -4,7 +4,8 @@ hosts end differently.
 
 When the hosts of one run end differently, the status of the first that applies wins:
 host key changed (6), then a host failed (2), then unreachable (3), then refused or bad
-input (4), then reboot pending (8), then changes pending (7), else 0.
+input (4), then reboot pending (8), then changes pending (7), then (doctor) an error found
+(10), then a warning found (9), else 0.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ class ExitCode(IntEnum):
     HOSTKEY = 6
     PENDING = 7
     REBOOT_PENDING = 8
+    DOCTOR_WARNING = 9
+    DOCTOR_ERROR = 10
     INTERRUPTED = 130
 
     @property
@@ -40,6 +43,8 @@ MEANINGS: dict[ExitCode, str] = {
     ExitCode.HOSTKEY: "a host's key changed or is revoked: refused before logging in",
     ExitCode.PENDING: "changes pending (plan, apply --check: with --detailed-exitcode)",
     ExitCode.REBOOT_PENDING: "a reboot pending (apply --no-reboot)",
+    ExitCode.DOCTOR_WARNING: "doctor found a warning on a host, and no error",
+    ExitCode.DOCTOR_ERROR: "doctor found an error on a host",
     ExitCode.INTERRUPTED: "interrupted (Ctrl-C, or the terminal UI quit before the run ended)",
 }
 
@@ -50,6 +55,8 @@ RANK: tuple[ExitCode, ...] = (
     ExitCode.BAD_INPUT,
     ExitCode.REBOOT_PENDING,
     ExitCode.PENDING,
+    ExitCode.DOCTOR_ERROR,
+    ExitCode.DOCTOR_WARNING,
 )
 """Which status wins when hosts end differently: the first present here, else OK."""
 

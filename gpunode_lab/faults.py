@@ -70,6 +70,9 @@ KNOBS = {
     "no-headers": "apt offers no linux-headers-VALUE (default: the newer kernel's)",
     "container-runtime": "a container engine is installed: docker (docker:IMAGE also has"
     " IMAGE) or containerd; systemctl counts its restarts in /var/lib/gpunode-lab/restarts",
+    "xid": "the kernel log (/var/log/kern.log) gets an NVRM Xid VALUE line for GPU 0"
+    " (default 79, fallen off the bus); --off removes the lab's Xid lines",
+    "gpu-lost": "nvidia-smi stops listing the last GPU, as when it falls off the bus",
 }
 LOAD_PATTERNS = ("idle", "busy", "wave")
 SYS_PATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -464,6 +467,65 @@ def _container_runtime(
     return f"{engine} installed" + (f" with {image}" if image else "")
 
 
+KERN_LOG = "/var/log/kern.log"
+# What the driver logs for these codes, in the format of real kernel lines (NVIDIA's Xid
+# catalog; open-gpu-kernel-modules issue 1151 for 79, NVIDIA's page retirement page for 63).
+XID_TEXT = {
+    79: "GPU has fallen off the bus.",
+    48: "An uncorrectable double bit error (DBE) has been detected on GPU (0).",
+    63: "Row Remapper: New row marked for remapping, reset gpu to activate.",
+}
+WRITTEN = ".gpunode-lab-xid"
+"""Beside kern.log: the lines the knob wrote, so that --off removes those alone."""
+
+
+def _xid(host: FaultyHost, f: dict[str, Any], knob: str, value: Any, off: bool) -> str:
+    """Append a kernel line as rsyslog writes it to kern.log (the lab's kernel log)."""
+    pid = _running(host)
+    path = f"/proc/{pid}/root{KERN_LOG}"
+    if off:
+        with contextlib.suppress(FileNotFoundError):
+            with open(path + WRITTEN) as fh:
+                ours = set(fh)
+            with open(path) as fh:
+                kept = [line for line in fh if line not in ours]
+            with open(path, "w") as fh:
+                fh.writelines(kept)
+            os.unlink(path + WRITTEN)
+        f.pop(knob, None)
+        return ""
+    code = int(value) if str(value or "79").isdigit() else -1
+    if code not in XID_TEXT:
+        raise KnobError(f"xid takes one of {', '.join(map(str, XID_TEXT))}")
+    with open(f"/proc/{pid}/root/etc/gpunode-lab/gpus.json") as fh:
+        bus = json.load(fh)["bus_ids"][0]  # 00000000:00:06.0 -> PCI:0000:00:06
+    pci = "PCI:" + bus[4:].rsplit(".", 1)[0].lower()
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S.000000+00:00", time.gmtime())
+    pid_part = "" if code == 79 else "pid=4242, name=python3, "
+    line = f"{stamp} {host.name} kernel: NVRM: Xid ({pci}): {code}, {pid_part}{XID_TEXT[code]}"
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "a") as fh:
+        fh.write(f"{line}\n")
+    with open(path + WRITTEN, "a") as fh:
+        fh.write(f"{line}\n")
+    f[knob] = code
+    return line
+
+
+def _gpu_lost(host: FaultyHost, f: dict[str, Any], knob: str, value: Any, off: bool) -> str:
+    path = f"/proc/{_running(host)}/root/etc/gpunode-lab/gpus.json"
+    with open(path) as fh:
+        doc = json.load(fh)
+    if off and knob in f:
+        doc["count"] = int(f.pop(knob))
+    elif not off and knob not in f:
+        f[knob] = int(doc["count"])
+        doc["count"] = max(0, int(doc["count"]) - 1)
+    with open(path, "w") as fh:
+        fh.write(json.dumps(doc, indent=2) + "\n")
+    return f"nvidia-smi lists {doc['count']} GPU(s)"
+
+
 # knob -> what sets it: changes the faults `f` in place, acts on the host, returns a note.
 _SETTERS: dict[str, Callable[[FaultyHost, dict[str, Any], str, Any, bool], str]] = {
     "refuse": _listener,
@@ -482,6 +544,8 @@ _SETTERS: dict[str, Callable[[FaultyHost, dict[str, Any], str, Any, bool], str]]
     "newer-kernel": _newer_kernel,
     "no-headers": _no_headers,
     "container-runtime": _container_runtime,
+    "xid": _xid,
+    "gpu-lost": _gpu_lost,
 }
 _LISTENER_KNOBS = ("refuse", "stall", "latency")
 

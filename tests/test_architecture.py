@@ -25,7 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("compat", "transport", "repoindex"),
     ("hostpool",),
     ("facts", "monitor", "smoke", "cost"),
-    ("resolve",),
+    ("resolve", "doctor"),
     ("roles",),
     ("plan",),
     ("execute",),

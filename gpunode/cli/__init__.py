@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "inventory": ("gpunode.cli.inventory", "inventory", "Import an inventory from Ansible."),
     "facts": ("gpunode.cli.facts", "facts", "Gather what each host has, in one round trip."),
     "envs": ("gpunode.cli.envs", "envs", "Export each host's conda envs as installed."),
+    "doctor": ("gpunode.cli.doctor", "doctor", "Diagnose each host's driver, GPUs and CUDA."),
     "plan": ("gpunode.cli.plan", "plan", "Show what apply would change on each host."),
     "apply": ("gpunode.cli.apply", "apply", "Converge hosts to the inventory."),
     "report": ("gpunode.cli.report", "report", "Show a recorded run."),

@@ -20,6 +20,7 @@ from gpunode.events import (
     ChangeFinished,
     ChangeStarted,
     CommandOutput,
+    DoctorFinding,
     FactsGathered,
     HookFinished,
     HostStatusChanged,
@@ -545,6 +546,21 @@ class HostRun:
         if smoke.failed:
             self.result.status = "failed"
             self.result.message = "smoke tests failed"
+            self._doctor()
+
+    def _doctor(self) -> None:
+        """Why the smoke tests may have failed: doctor's findings, as events (reads only)."""
+        from gpunode.doctor.gather import probe
+        from gpunode.doctor.rules import diagnose
+
+        try:
+            findings = diagnose(probe(self.t, self.host))
+        except TransportError:
+            return  # the smoke failure stands on its own
+        self.result.round_trips += 2
+        for f in findings:
+            self.bus.emit(DoctorFinding(self.host.name, f.rule, f.severity, f.title,
+                                        f.evidence, f.fix))  # fmt: skip
 
     def _fail(self, message: str) -> None:
         self.result.status = "failed"

@@ -39,6 +39,8 @@ class HostRun:
     lines_total: int = 0  # lines ever added (the deque forgets old ones)
     message: str = ""
     smoke: dict[str, ev.SmokeCheck] = field(default_factory=dict)
+    doctor: list[ev.DoctorFinding] = field(default_factory=list)
+    """doctor's findings on a host whose smoke tests failed."""
 
     @property
     def final(self) -> bool:
@@ -173,6 +175,8 @@ class RunState:
             h.status, h.step = "rebooting", f"reboot: {e.reason}"
         elif isinstance(e, ev.RebootFinished):
             h.status, h.step = "applying", f"rebooted in {e.seconds:.0f}s"
+        elif isinstance(e, ev.DoctorFinding):
+            h.doctor.append(e)
         elif isinstance(e, ev.SmokeResult):
             h.smoke[e.result.name] = e.result
             if not h.final:

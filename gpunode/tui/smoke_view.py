@@ -9,7 +9,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
-from gpunode.events import SmokeCheck
+from gpunode.events import DoctorFinding, SmokeCheck
 from gpunode.tui.filtering import matches
 from gpunode.tui.fmt import mark
 from gpunode.tui.runstate import RunState
@@ -50,6 +50,25 @@ def smoke_cells(host: str, result: SmokeCheck) -> list[Cell]:
     ]
 
 
+SEVERITY_MARK = {"error": "fail", "warning": "warn", "info": "skip"}
+"""A doctor finding's severity drawn as the smoke status of the same weight."""
+
+
+def doctor_cells(host: str, f: DoctorFinding) -> list[Cell]:
+    """A finding of doctor on a host whose smoke tests failed: its rule, title, evidence, fix."""
+    m, style = mark(SEVERITY_MARK[f.severity])
+    return [
+        Text(m, style=style),
+        host,
+        f.rule,
+        Text(f.severity, style=style),
+        "",
+        "",
+        "",
+        Text(f"{f.title}: {f.evidence} · fix: {f.fix}", style=style),
+    ]
+
+
 class SmokeView(Vertical):
     def __init__(self, state: RunState, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -76,6 +95,8 @@ class SmokeView(Vertical):
                 rows.append((f"{h.name}/{name}", smoke_cells(h.name, result)))
                 st = result.status
                 counts[st] = counts.get(st, 0) + 1
+            for i, finding in enumerate(h.doctor):
+                rows.append((f"{h.name}/doctor/{i}", doctor_cells(h.name, finding)))
         self._sync.sync(rows)
         head = Text()
         head.append("Smoke tests", "bold")

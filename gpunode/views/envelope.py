@@ -31,6 +31,7 @@ Kind = Literal[
     "tags",
     "config",
     "cost",
+    "doctor",
 ]
 KINDS: tuple[Kind, ...] = get_args(Kind)
 STREAMS: frozenset[Kind] = frozenset({"apply-event", "top-sample"})

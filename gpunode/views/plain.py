@@ -18,6 +18,7 @@ from gpunode.events import (
     ChangeFinished,
     ChangeStarted,
     CommandOutput,
+    DoctorFinding,
     Event,
     HookFinished,
     HostFinished,
@@ -174,6 +175,9 @@ class PlainPrinter:
         if isinstance(e, HookFinished):
             why = f": {e.message}" if e.message else ""
             return f"hook {e.status}: {h} {e.hook} ({e.seconds:.1f}s){why}"
+        if isinstance(e, DoctorFinding):
+            head = f"doctor {e.severity}: {h} {e.rule}: {e.title}"
+            return f"{head}\n  evidence: {e.evidence}\n  fix: {e.fix}"
         if isinstance(e, SmokeResult):
             r = e.result
             reason = f": {r.reason}" if r.reason else ""

@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 
+from gpunode.doctor.model import Finding
 from gpunode.events import EVENT_NAMES, FactsGathered, HostRecap, PlannedChange, SmokeCheck
 from gpunode.execute.result import HostResult
 from gpunode.facts.envexport import EnvExport
@@ -231,6 +232,16 @@ class CheckProblem(BaseModel):
     hosts: list[str] = Field(description="The hosts it applies to (none: the file itself).")
 
 
+class DoctorHost(BaseModel):
+    model_config = STRICT
+    status: Literal["ok", "unreachable", "failed", "hostkey-changed"]
+    health: Literal["healthy", "warning", "error"] | None = Field(
+        description="The worst finding's severity, or healthy; null when the host was not read."
+    )
+    findings: list[model_of(Finding)]  # type: ignore[valid-type]
+    error: str | None = None
+
+
 def _camel(word: str) -> str:
     return "".join(w.capitalize() for w in word.split("-"))
 
@@ -330,6 +341,10 @@ def output_type(kind: Kind) -> Any:
             "types": (list[CostType], ...),
             "unpriced": (list[dict[str, str]], Field(description="Hosts without a price.")),
             "work": (CostWork | None, Field(description="The job of --work, when given.")),
+        },
+        "doctor": {
+            "hosts": (dict[str, DoctorHost], ...),
+            "exit_code": (int, Field(description="The status doctor exits with.")),
         },
         "config": {
             "settings": (

@@ -1,0 +1,20 @@
+"""README's findings table is the rule table."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from gpunode.doctor.rules import RULES
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def test_readme_lists_every_rule_with_its_severity() -> None:
+    body = README.read_text().split("| rule | severity | finding |\n| --- | --- | --- |\n", 1)[1]
+    rows = [
+        re.match(r"\| `([a-z.-]+)` \| (\w+) \|", line)
+        for line in body.split("\n\n")[0].splitlines()
+    ]
+    assert all(rows)
+    assert [(m.group(1), m.group(2)) for m in rows if m] == [(r.id, r.severity) for r in RULES]
