@@ -29,6 +29,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "report": ("gpunode.cli.report", "report", "Show a recorded run."),
     "smoke": ("gpunode.cli.smoke", "smoke", "Run the GPU smoke tests on each host."),
     "top": ("gpunode.cli.top", "top", "Live GPU view of every host (nvitop for a lab)."),
+    "exporter": (
+        "gpunode.cli.exporter",
+        "exporter",
+        "GPU metrics of every host, for Prometheus.",
+    ),
     "config": ("gpunode.cli.config", "config", "Show the effective settings, and where from."),
 }
 
