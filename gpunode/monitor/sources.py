@@ -144,7 +144,8 @@ class SmiSource:
                 # A failure here shows up on the stream too: report it once, there.
                 with contextlib.suppress(TransportError, OSError):
                     on_processes(self.processes())
-            done.wait(min(1.0, self.process_every or 1.0))
+            # Without processes to read, only the silence check wakes it: a fifth of its limit.
+            done.wait(min(1.0, self.process_every) if self.process_every else self.quiet_limit / 5)
 
     def processes(self) -> list[GpuProcess]:
         apps = self.transport.run(query_apps_command(), timeout=30)
