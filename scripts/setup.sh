@@ -18,8 +18,10 @@ if [[ $(id -u) -ne 0 ]]; then
   exit 2
 fi
 
+# prometheus: the exporter's tests start its binary on loopback themselves (the package's
+# own service is stopped and disabled below).
 packages=(openssh-server openssh-client sudo iproute2 gnupg dpkg-dev apt-utils tmux
-          ca-certificates python3 python3-venv)
+          ca-certificates python3 python3-venv prometheus)
 [[ $dev == 1 ]] && packages+=(ruby librsvg2-bin vagrant vagrant-libvirt debootstrap)
 missing=()
 for p in "${packages[@]}"; do
@@ -28,6 +30,15 @@ done
 if ((${#missing[@]})); then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+if [[ " ${missing[*]} " == *" prometheus "* ]]; then
+  # Its service would listen on :9090 and scrape this machine: tests run their own.
+  if [[ -d /run/systemd/system ]]; then
+    systemctl disable --now prometheus prometheus-node-exporter >/dev/null 2>&1 || true
+  else
+    service prometheus stop >/dev/null 2>&1 || true
+    update-rc.d prometheus disable >/dev/null 2>&1 || true
+  fi
 fi
 [[ -x scripts/setup-lab-deps.sh ]] && scripts/setup-lab-deps.sh
 

@@ -32,6 +32,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "smoke": ("gpunode.cli.smoke", "smoke", "Run the GPU smoke tests on each host."),
     "cost": ("gpunode.cli.cost", "cost", "Rank GPU types by measured work per cost."),
     "top": ("gpunode.cli.top", "top", "Live GPU view of every host (nvitop for a lab)."),
+    "exporter": (
+        "gpunode.cli.exporter",
+        "exporter",
+        "GPU metrics of every host, for Prometheus.",
+    ),
     "config": ("gpunode.cli.config", "config", "Show the effective settings, and where from."),
 }
 

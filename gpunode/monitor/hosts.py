@@ -15,27 +15,43 @@ if TYPE_CHECKING:
     from gpunode.inventory.model import Host
 
 
-def source_for(host: Host, interval: float, use_nvml: bool) -> SourceFactory:
+def source_for(
+    host: Host, interval: float, use_nvml: bool, processes: bool = True
+) -> SourceFactory:
     """How to reach one host's GPUs: NVML in-process for this machine when it works,
-    otherwise one long-lived nvidia-smi stream over the host's transport."""
+    otherwise one long-lived nvidia-smi stream over the host's transport. A stream is
+    given up as silent after three intervals without output (15 s at least)."""
 
     def make() -> Source:
         if host.connection == "local" and use_nvml:
             return NvmlSource(host.name, interval=interval)
         from gpunode.transport.connect import open_transport
 
-        return SmiSource(host.name, open_transport(host), interval=interval)
+        return SmiSource(
+            host.name,
+            open_transport(host),
+            interval=interval,
+            process_every=5.0 if processes else None,
+            quiet_limit=max(15.0, 3 * interval),
+        )
 
     return make
 
 
 @contextlib.contextmanager
 def sampling(
-    hosts: Sequence[Host], *, interval: float, use_nvml: bool, stale_after: float
+    hosts: Sequence[Host],
+    *,
+    interval: float,
+    use_nvml: bool,
+    stale_after: float,
+    processes: bool = True,
 ) -> Iterator[Board]:
-    """A Board that a started Sampler feeds from every host until the block ends."""
+    """A Board that a started Sampler feeds from every host until the block ends
+    (without GPU processes when `processes` is false: one command less per host)."""
     board = Board([h.name for h in hosts], stale_after=stale_after)
-    sampler = Sampler(board, {h.name: source_for(h, interval, use_nvml) for h in hosts})
+    sources = {h.name: source_for(h, interval, use_nvml, processes) for h in hosts}
+    sampler = Sampler(board, sources)
     sampler.start()
     try:
         yield board

@@ -25,6 +25,9 @@ class GpuSample:
     sm_clock: int | None  # MHz
     ts: float
     driver: str = ""  # the driver's version, e.g. 580.159.04
+    mem_free: int | None = None  # MiB, as nvidia-smi's memory.free (total - reserved - used)
+    mem_clock: int | None = None  # MHz
+    bus_id: str = ""  # e.g. 00000000:00:06.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,9 @@ QUERY_FIELDS: tuple[str, ...] = (
     "power.limit",
     "clocks.sm",
     "driver_version",
+    "memory.free",
+    "clocks.mem",
+    "pci.bus_id",
 )
 APPS_FIELDS: tuple[str, ...] = ("gpu_uuid", "pid", "used_memory", "process_name")
 
@@ -97,6 +100,9 @@ def parse_gpu_line(
         sm_clock=as_int(f.get("clocks.sm", "")),
         ts=ts,
         driver=value(f.get("driver_version", "")) or "",
+        mem_free=as_int(f.get("memory.free", "")),
+        mem_clock=as_int(f.get("clocks.mem", "")),
+        bus_id=value(f.get("pci.bus_id", "")) or "",
     )
 
 

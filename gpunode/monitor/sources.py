@@ -54,7 +54,7 @@ class SmiSource:
     """One long-lived `nvidia-smi --query-gpu ... -lms N` per host, parsed as it streams.
 
     Processes come from a short `--query-compute-apps` every `process_every`
-    seconds on a helper thread (a second channel on the same connection).
+    seconds on a helper thread (a second channel on the same connection); None reads none.
     """
 
     name = "nvidia-smi"
@@ -65,7 +65,7 @@ class SmiSource:
         transport: Transport,
         *,
         interval: float = 1.0,
-        process_every: float = 5.0,
+        process_every: float | None = 5.0,
         quiet_limit: float = 15.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -139,12 +139,13 @@ class SmiSource:
                 with contextlib.suppress(Exception):
                     self.transport.close()
                 return
-            if now >= next_poll:
+            if self.process_every is not None and now >= next_poll:
                 next_poll = now + self.process_every
                 # A failure here shows up on the stream too: report it once, there.
                 with contextlib.suppress(TransportError, OSError):
                     on_processes(self.processes())
-            done.wait(min(1.0, self.process_every))
+            # Without processes to read, only the silence check wakes it: a fifth of its limit.
+            done.wait(min(1.0, self.process_every) if self.process_every else self.quiet_limit / 5)
 
     def processes(self) -> list[GpuProcess]:
         apps = self.transport.run(query_apps_command(), timeout=30)
@@ -234,6 +235,9 @@ class NvmlSource:
             sm_clock=get(lambda: int(nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM))),
             ts=now,
             driver=_text(get(nv.nvmlSystemGetDriverVersion)),
+            mem_free=int(mem.free // mib) if mem is not None else None,
+            mem_clock=get(lambda: int(nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM))),
+            bus_id=_text(get(lambda: nv.nvmlDeviceGetPciInfo(h).busId)),
         )
 
     def _processes(self, nv: Any, handles: list[Any]) -> list[GpuProcess]:

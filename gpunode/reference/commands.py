@@ -32,6 +32,11 @@ EXAMPLES: dict[str, list[str]] = {
     "report": ["gpunode report", "gpunode report --list"],
     "smoke": ["gpunode smoke inventories/lab.yaml --only nccl-allreduce"],
     "top": ["gpunode top inventories/lab.yaml"],
+    "exporter": [
+        "gpunode exporter inventories/lab.yaml --listen 0.0.0.0:9835",
+        "gpunode exporter inventories/lab.yaml --names simple --interval 5",
+        "gpunode exporter inventories/lab.yaml --textfile /var/lib/node_exporter/textfile --once",
+    ],
 }
 """Command lines shown on each page (tests parse each one against its command)."""
 

@@ -40,14 +40,20 @@ def test_parses_real_two_gpu_capture_in_the_monitor_field_order() -> None:
     assert [s.power_draw for s in samples if s] == [83.46, 80.07]
     assert [s.sm_clock for s in samples if s] == [345, 345]
     assert [s.driver for s in samples if s] == ["580.159.04", "580.159.04"]
+    assert [(s.mem_free, s.mem_clock) for s in samples if s] == [(143156, 3201)] * 2
+    assert [s.bus_id for s in samples if s] == ["00000000:00:06.0", "00000000:00:07.0"]
 
 
 def test_missing_values_are_none() -> None:
-    line = "3, NVIDIA H200, GPU-x, [N/A], 10, 143771, [Not Supported], [N/A], 700.00, [N/A], [N/A]"
+    line = (
+        "3, NVIDIA H200, GPU-x, [N/A], 10, 143771, [Not Supported], [N/A], 700.00, [N/A], [N/A],"
+        " [N/A], [N/A], [N/A]"
+    )
     s = parse_gpu_line(line, "h", 0.0)
     assert s is not None and s.driver == ""
     assert s.util is None and s.temp is None and s.power_draw is None and s.sm_clock is None
     assert s.mem_used == 10 and s.power_limit == 700.0
+    assert s.mem_free is None and s.mem_clock is None and s.bus_id == ""
 
 
 def test_ignores_headers_errors_and_short_lines() -> None:
