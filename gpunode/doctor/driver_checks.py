@@ -78,13 +78,40 @@ def persistence_off(i: Inputs) -> list[Hit]:
     ]
 
 
-def pending_fact(name: str) -> Check:
-    """A check over a fact other code gathers: skipped while the facts have no `name`
-    field; a truthy value is the evidence."""
+def library_mismatch(i: Inputs) -> list[Hit]:
+    """The installed user space is not the loaded module's release (facts.driver_mismatch)."""
+    why = i.facts.driver_mismatch
+    return [Hit(f"{why} (dpkg's libnvidia-compute vs /sys/module/nvidia/version)")] if why else []
 
-    def check(i: Inputs) -> list[Hit]:
-        value = i.optional_fact(name)
-        return [Hit(str(value))] if value else []
 
-    check.__name__ = f"pending_{name}"
-    return check
+def secure_boot_unsigned(i: Inputs) -> list[Hit]:
+    """Secure Boot on, a DKMS driver installed, its module not loaded, no enrolled key: the
+    kernel refuses the unsigned module ("Key was rejected by service")."""
+    f = i.facts
+    dkms_driver = any(d.module == "nvidia" for d in f.dkms)
+    if f.secure_boot is not True or f.module.loaded or not dkms_driver:
+        return []
+    if f.mok_key.present and f.mok_key.enrolled:
+        return []
+    key = "no DKMS signing key" if not f.mok_key.present else "its key is not enrolled"
+    return [Hit(f"SecureBoot enabled (mokutil --sb-state); nvidia built by DKMS, {key}; "
+                "the module is not loaded")]  # fmt: skip
+
+
+def fabric_manager(i: Inputs) -> list[Hit]:
+    """An NVSwitch board whose fabric manager is missing, of another release, or whose GPUs
+    have not completed their fabric registration."""
+    f = i.facts
+    if not f.nvswitches:
+        return []
+    fm = f.fabricmanager
+    if fm is None:
+        return [Hit(f"{len(f.nvswitches)} NVSwitches on the bus, no nvidia-fabricmanager "
+                    "package installed")]  # fmt: skip
+    release = fm.version.split("-")[0]
+    if f.module.version and release != f.module.version:
+        return [Hit(f"{fm.name} {fm.version} installed, module {f.module.version} loaded")]
+    if f.fabric.gpus and not f.fabric.completed:
+        states = ", ".join(f"{g.bus_id}: {g.state}/{g.status}" for g in f.fabric.gpus[:4])
+        return [Hit(f"fabric not completed: {states}")]
+    return []

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from gpunode.doctor.probe import Probe
 from gpunode.facts.model import HostFacts
@@ -16,11 +15,6 @@ class Inputs:
     host: Host
     facts: HostFacts
     probe: Probe
-
-    def optional_fact(self, name: str) -> Any:
-        """A fact that newer facts may carry; None when these facts have no such field
-        (its rule is then skipped)."""
-        return getattr(self.facts, name, None)
 
     @property
     def driver_release(self) -> str | None:

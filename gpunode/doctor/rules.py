@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from gpunode.doctor import cuda_checks as cu
 from gpunode.doctor import driver_checks as dr
 from gpunode.doctor import gpu_checks as gp
-from gpunode.doctor.driver_checks import Check, pending_fact
+from gpunode.doctor.driver_checks import Check
 from gpunode.doctor.inputs import Inputs
 from gpunode.doctor.model import Finding, Severity, ordered
 
@@ -24,8 +24,6 @@ class Rule:
     title: str
     fix: str
     check: Check
-    pending: str | None = None
-    """The optional fact this rule reads: it is skipped while facts have no such field."""
 
 
 RULES: tuple[Rule, ...] = (
@@ -42,17 +40,19 @@ RULES: tuple[Rule, ...] = (
          dr.persistence_off),
     Rule("driver.library-mismatch", "error",
          "the driver's user-space libraries and the loaded module differ",
-         "reboot to load the installed module (or reinstall the loaded release)",
-         pending_fact("driver_mismatch"), pending="driver_mismatch"),
+         "`gpunode apply INVENTORY --limit HOST` reloads the module (driver.reload: true) or "
+         "reboots to load the installed release", dr.library_mismatch),
     Rule("driver.secure-boot-unsigned", "error",
          "Secure Boot refuses the unsigned nvidia module",
-         "enrol the DKMS MOK key (`sudo mokutil --import /var/lib/dkms/mok.pub`) and reboot, "
-         "or disable Secure Boot", pending_fact("module_signature"), pending="module_signature"),
+         "enrol the DKMS key (`sudo mokutil --import /var/lib/shim-signed/mok/MOK.der`, "
+         "confirm at the console) and reboot, "
+         "or use Ubuntu's signed modules (stack.driver.source: ubuntu), or disable Secure Boot",
+         dr.secure_boot_unsigned),
     Rule("driver.fabric-manager", "error",
          "NVSwitch board without a running fabric manager of the driver's release",
          "install nvidia-fabricmanager of the driver's release and "
          "`sudo systemctl enable --now nvidia-fabricmanager`",
-         pending_fact("fabric_manager"), pending="fabric_manager"),
+         dr.fabric_manager),
     # -- the GPUs
     Rule("gpu.fewer-than-inventory", "error", "fewer GPUs than the inventory's gpus.count",
          "reboot; if one stays missing, reseat or replace it (`lspci -d 10de:` lists the board)",
@@ -103,8 +103,6 @@ def diagnose(inputs: Inputs, rules: tuple[Rule, ...] = RULES) -> list[Finding]:
     """Every rule's findings on one host, worst first."""
     out = []
     for rule in rules:
-        if rule.pending and not hasattr(inputs.facts, rule.pending):
-            continue
         for hit in rule.check(inputs):
             out.append(
                 Finding(

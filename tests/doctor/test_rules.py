@@ -213,7 +213,37 @@ def test_low_disk() -> None:
     assert f.severity == "error" and f.evidence == "df /: 0.50 GiB free of 32.00 GiB"
 
 
-def test_pending_facts_are_skipped_until_the_facts_carry_them() -> None:
-    pending = [r for r in RULES if r.pending]
-    assert {r.pending for r in pending} == {"driver_mismatch", "module_signature", "fabric_manager"}
-    assert not any(f.rule in {r.id for r in pending} for f in run())
+def test_a_user_space_of_another_release_is_a_library_mismatch() -> None:
+    facts = parse_facts(FACTS)
+    loaded = facts.module.version
+    some = next(iter(facts.packages.values()))  # the capture's driver is not from dpkg: add it
+    facts.packages["libnvidia-compute-580"] = some.model_copy(
+        update={"name": "libnvidia-compute-580", "version": f"{loaded}-1ubuntu1"}
+    )
+    assert loaded and not any(f.rule == "driver.library-mismatch" for f in run(facts))
+    facts.module.version = "580.95.05"  # the module an unattended upgrade left loaded
+    f = one(run(facts), "driver.library-mismatch")
+    assert f.severity == "error" and f"user space {loaded} installed" in f.evidence
+
+
+def test_secure_boot_refusing_the_dkms_module_is_named() -> None:
+    facts = parse_facts(FACTS)
+    facts.secure_boot = True
+    facts.module.loaded = False
+    facts.dkms = [DkmsModule(module="nvidia", version="580.95.05", kernel="6.8.0-79-generic",
+                             arch="x86_64", state="installed")]  # fmt: skip
+    f = one(run(facts), "driver.secure-boot-unsigned")
+    assert "SecureBoot enabled" in f.evidence and "no DKMS signing key" in f.evidence
+    assert "stack.driver.source: ubuntu" in f.fix
+    facts.mok_key.present, facts.mok_key.enrolled = True, True
+    assert not any(f.rule == "driver.secure-boot-unsigned" for f in run(facts))
+
+
+def test_an_nvswitch_board_without_its_fabric_manager_is_named() -> None:
+    from gpunode.facts.model import NvSwitch
+
+    facts = parse_facts(FACTS)
+    assert not any(f.rule == "driver.fabric-manager" for f in run(facts))  # no NVSwitch
+    facts.nvswitches = [NvSwitch(slot="0000:07:00.0", device_id="22a3")]
+    f = one(run(facts), "driver.fabric-manager")
+    assert f.evidence == "1 NVSwitches on the bus, no nvidia-fabricmanager package installed"
