@@ -18,11 +18,13 @@ if [[ $(id -u) -ne 0 ]]; then
   exit 2
 fi
 
-# prometheus: the exporter's tests start its binary on loopback themselves (the package's
-# own service is stopped and disabled below).
 packages=(openssh-server openssh-client sudo iproute2 gnupg dpkg-dev apt-utils tmux
-          ca-certificates python3 python3-venv prometheus)
-[[ $dev == 1 ]] && packages+=(ruby librsvg2-bin vagrant vagrant-libvirt debootstrap)
+          ca-certificates python3 python3-venv)
+# For the tests: prometheus (the exporter's tests start its binary on loopback themselves;
+# the package's own service is stopped and disabled below), a C compiler (the lab builds its
+# libcuda stand-in with it).
+[[ $dev == 1 ]] && packages+=(ruby librsvg2-bin vagrant vagrant-libvirt debootstrap prometheus
+                              gcc libc6-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
