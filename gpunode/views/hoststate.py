@@ -112,13 +112,17 @@ def _fill(
         if state.findings is None:
             state.findings = _severities(entry)
         return
+    smoke = entry.get("smoke")
+    if command == "smoke":  # `gpunode smoke`'s own record: its results alone
+        if state.smoke is None and isinstance(smoke, dict):
+            state.smoke = [r for r in smoke.get("results") or [] if isinstance(r, dict)]
+        return
     if command != "apply" or entry.get("status") not in SETTLED:
         return
     if state.converged is None:
         state.converged, state.changes_pending = _converged(entry, check)
     if state.last_apply is None and not check and data.get("finished") is not None:
         state.last_apply = float(data["finished"])
-    smoke = entry.get("smoke")
     if state.smoke is None and isinstance(smoke, dict):
         state.smoke = [r for r in smoke.get("results") or [] if isinstance(r, dict)]
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from gpunode.doctor.gather import Diagnosis, exit_status
 from gpunode.doctor.model import Finding
 from gpunode.exitcodes import ExitCode
@@ -46,3 +48,28 @@ def test_json_fits_its_schema() -> None:
     doc = validate("doctor", dumps("doctor", doctor_json(outcomes, 3)))
     assert doc.exit_code == 3 and doc.hosts["c"].health is None
     assert doc.hosts["a"].findings[0].evidence == ERR.evidence
+
+
+def test_a_doctor_run_is_recorded_and_the_exporter_reads_its_findings(tmp_path: Path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from gpunode.views.hoststate import RunRecords
+
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("hosts:\n  me: {connection: local, become: none}\n")
+    env = {**os.environ, "GPUNODE_STATE_DIR": str(tmp_path / "state")}
+    out = subprocess.run([sys.executable, "-m", "gpunode", "doctor", str(inv), "--json"],
+                         capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    shown = json.loads(out.stdout)["hosts"]["me"]["findings"]
+    (path,) = (tmp_path / "state" / "runs").glob("*.json")
+    rec = json.loads(path.read_text())
+    assert rec["command"] == "doctor" and rec["exit_code"] == out.returncode
+    assert rec["hosts"]["me"]["findings"] == shown and shown  # this machine has no GPU driver
+    counts = RunRecords(tmp_path / "state" / "runs").states(["me"])["me"].findings
+    want: dict[str, int] = {}
+    for f in shown:
+        want[f["severity"]] = want.get(f["severity"], 0) + 1
+    assert counts == want
