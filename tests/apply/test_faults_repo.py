@@ -61,8 +61,10 @@ def lab_repo(lab: Lab) -> tuple[str, Path]:
 
     doc = YAML().load(lab.inventory_text)
     url = str(doc["defaults"]["repos"]["nvidia"])
-    for candidate in lab.dir.rglob("InRelease"):
-        return url, candidate.parent.parent.parent  # <root>/ubuntu2204/x86_64/InRelease
+    # the lab serves other repositories too (Ubuntu's archive, libnvidia-container): the
+    # CUDA repository is the folder of <root>/ubuntu2204/x86_64/InRelease
+    for candidate in lab.dir.rglob("ubuntu2204/x86_64/InRelease"):
+        return url, candidate.parent.parent.parent
     raise AssertionError("the lab has no repository")
 
 
