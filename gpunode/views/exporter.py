@@ -19,8 +19,8 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from gpunode.monitor.board import HostView
-from gpunode.views.gpumetrics import Names, gpu_families
-from gpunode.views.hoststate import RunRecords, smoke_figures
+from gpunode.views.gpumetrics import DCGM_LABELS, Names, dcgm_labels, gpu_families, live_gpus
+from gpunode.views.hoststate import RunRecords, smoke_figures, xid_key
 
 TEXTFILE = "gpunode.prom"
 
@@ -49,7 +49,25 @@ class FleetCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         views = list(self.views())
         yield from gpu_families(views, self.names)
+        if self.names == "dcgm":
+            yield self.xid_family(views)
         yield from self.host_families(views)
+
+    def xid_family(self, views: Sequence[HostView]) -> Metric:
+        """DCGM_FI_DEV_XID_ERRORS: each GPU's last Xid, from the host's newest doctor run (the
+        kernel log is read there, with the rights it needs); no sample before a doctor run."""
+        family = GaugeMetricFamily(
+            "DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.",
+            labels=DCGM_LABELS,
+        )  # fmt: skip
+        states = self.runs.states(v.name for v in views)
+        for host, sample in live_gpus(views):
+            xids = states[host].xids
+            if xids is not None:
+                family.add_metric(
+                    dcgm_labels(host, sample), float(xids.get(xid_key(sample.bus_id), 0))
+                )
+        return family
 
     def host_families(self, views: Iterable[HostView]) -> list[Metric]:
         up = _gauge("gpunode_host_up", "1 while the host's GPU samples arrive.", ["host"])

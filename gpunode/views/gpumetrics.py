@@ -55,7 +55,7 @@ def _mb(mib: int | None) -> float | None:
     return None if mib is None else round(mib * 1.048576, 3)
 
 
-def _dcgm_labels(host: str, s: GpuSample) -> list[str]:
+def dcgm_labels(host: str, s: GpuSample) -> list[str]:
     return [str(s.index), s.uuid, s.bus_id, f"nvidia{s.index}", s.name, host]
 
 
@@ -75,7 +75,7 @@ def live_gpus(views: Iterable[HostView]) -> Iterator[tuple[str, GpuSample]]:
 def gpu_families(views: Sequence[HostView], names: Names = "dcgm") -> list[Metric]:
     """One gauge family per field; a value the GPU does not report has no sample."""
     fields, labels, label_of = (
-        (DCGM_FIELDS, DCGM_LABELS, _dcgm_labels)
+        (DCGM_FIELDS, DCGM_LABELS, dcgm_labels)
         if names == "dcgm"
         else (SIMPLE_FIELDS, SIMPLE_LABELS, _simple_labels)
     )

@@ -9,6 +9,7 @@ and a stat per record. A run still going ("running") says nothing yet.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,8 @@ class HostState:
     last_apply: float | None = None
     smoke: list[dict[str, Any]] | None = None
     findings: dict[str, int] | None = None
+    xids: dict[str, int] | None = None
+    """The last Xid code per GPU (its PCI address, "0000:2b:00") in the newest doctor run."""
 
 
 def _planned(entry: dict[str, Any]) -> int:
@@ -55,6 +58,26 @@ def _severities(entry: dict[str, Any]) -> dict[str, int]:
             sev = str(finding.get("severity") or "unknown")
             counts[sev] = counts.get(sev, 0) + 1
     return counts
+
+
+# the kernel's line, as the doctor keeps it for evidence: "NVRM: Xid (PCI:0000:2b:00): 79, ..."
+_XID = re.compile(r"NVRM: Xid \(PCI:([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})\): ([0-9]+)")
+
+
+def _xids(entry: dict[str, Any]) -> dict[str, int]:
+    """Each GPU's last Xid among a doctor record's gpu.xid findings (kernel log order)."""
+    out: dict[str, int] = {}
+    for finding in entry.get("findings") or []:
+        if isinstance(finding, dict) and finding.get("rule") == "gpu.xid":
+            m = _XID.search(str(finding.get("evidence") or ""))
+            if m:
+                out[m.group(1).lower()] = int(m.group(2))
+    return out
+
+
+def xid_key(bus_id: str) -> str:
+    """nvidia-smi's "00000000:2B:00.0" as the kernel writes it in an Xid line: "0000:2b:00"."""
+    return bus_id[-12:].rsplit(".", 1)[0].lower()
 
 
 class RunRecords:
@@ -111,6 +134,7 @@ def _fill(
     if command == "doctor":
         if state.findings is None:
             state.findings = _severities(entry)
+            state.xids = _xids(entry)
         return
     smoke = entry.get("smoke")
     if command == "smoke":  # `gpunode smoke`'s own record: its results alone

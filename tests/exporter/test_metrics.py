@@ -193,3 +193,19 @@ def test_listen(text: str, want: tuple[str, int]) -> None:
 def test_listen_refused(text: str) -> None:
     with pytest.raises(click.BadParameter, match="ADDR:PORT"):
         parse_listen(text)
+
+
+def test_the_last_xid_per_gpu_comes_from_the_newest_doctor_run(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    board = board_from_capture()
+    assert collect(board, runs).get("DCGM_FI_DEV_XID_ERRORS") is None  # no doctor run yet
+    line = "May 18 19:02:39 kernel: NVRM: Xid (PCI:0000:00:07): {}, GPU has fallen off the bus."
+    xid = [{"rule": "gpu.xid", "severity": "error", "evidence": line.format(code)}
+           for code in (48, 79)]  # fmt: skip
+    write_record(runs, "20260104T000000-dddddd", {"h200-a": {"findings": xid}},
+                 command="doctor")  # fmt: skip
+    got = collect(board, runs)["DCGM_FI_DEV_XID_ERRORS"]
+    assert sorted((lab["pci_bus_id"], v) for lab, v in got) == [
+        ("00000000:00:06.0", 0.0),
+        ("00000000:00:07.0", 79.0),  # the last of the kernel log's lines for that GPU
+    ]
