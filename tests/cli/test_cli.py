@@ -108,6 +108,10 @@ def test_hosts_json_is_the_merged_state() -> None:
         "update": "keep",
         "flavor": "open",
         "hold": True,
+        "reload": False,
+        "source": "nvidia",
+        "server": False,
+        "headless": True,
     }
     assert host["ssh"]["port"] == 2222
     assert host["groups"] == ["h100"]
