@@ -117,9 +117,18 @@ def test_boot_ids_differ_per_host(lab_hosts):
 
 
 def test_apt_sources_hold_only_the_lab(lab_hosts):
+    # as on Ubuntu 24.04: one deb822 ubuntu.sources (here the lab's stand-in of the archive)
     name = lab_hosts.names[0]
     out = lab_hosts.run(name, "cat /etc/apt/sources.list; ls -A /etc/apt/sources.list.d")
-    assert out.stdout.strip() == ""
+    assert out.stdout.strip() == "ubuntu.sources"
+    uris = [
+        line.split()[1:]
+        for line in lab_hosts.run(
+            name, "cat /etc/apt/sources.list.d/ubuntu.sources"
+        ).stdout.splitlines()
+        if line.startswith("URIs:")
+    ]
+    assert uris and all(u.startswith("http://127.") for us in uris for u in us), uris
 
 
 def test_simulated_gpus_on_the_pci_bus(lab_hosts):
