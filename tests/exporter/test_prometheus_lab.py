@@ -71,6 +71,15 @@ def test_alert_rules_pass_promtool() -> None:
 
 
 @pytest.fixture
+def pristine_after(lab_hosts: Lab) -> Iterator[None]:
+    """The session's lab hosts get a fresh disk after the test: the driver installed here
+    must not be what later tests of the same lab find."""
+    yield
+    for host in lab_hosts.names:
+        lab_hosts.reset(host)
+
+
+@pytest.fixture
 def prometheus(tmp_path: Path) -> Iterator[tuple[int, int]]:
     """A Prometheus of this test's own on loopback, scraping 127.0.0.1:EXPORTER every
     second; yields (its port, the exporter's port)."""
@@ -150,7 +159,7 @@ def start_exporter(inventory: Path, port: int, state: Path) -> subprocess.Popen[
 
 
 def test_prometheus_stores_every_lab_gpu_as_nvidia_smi_shows_it(
-    lab_hosts: Lab, prometheus: tuple[int, int], tmp_path: Path
+    lab_hosts: Lab, prometheus: tuple[int, int], tmp_path: Path, pristine_after: None
 ) -> None:
     hosts = lab_hosts.names
     with ThreadPoolExecutor(len(hosts)) as pool:
@@ -199,7 +208,7 @@ def test_prometheus_stores_every_lab_gpu_as_nvidia_smi_shows_it(
 
 
 def test_a_host_that_drops_is_down_and_its_gpus_leave(
-    lab_hosts: Lab, prometheus: tuple[int, int], tmp_path: Path
+    lab_hosts: Lab, prometheus: tuple[int, int], tmp_path: Path, pristine_after: None
 ) -> None:
     hosts = lab_hosts.names
     with ThreadPoolExecutor(len(hosts)) as pool:
