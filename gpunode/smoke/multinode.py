@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from gpunode.events import Bus, HostFinished, HostStatusChanged, SmokeCheck, SmokeResult
+from gpunode.events import Bus, HostStatusChanged, SmokeCheck, SmokeResult
 from gpunode.hostpool import Opener, run_hosts
 from gpunode.inventory.model import Host
-from gpunode.smoke.runner import HostSmoke
+from gpunode.smoke.runner import HostSmoke, finished
 from gpunode.transport.base import CommandTimeoutError, Transport, TransportError, quote
 
 NAME = "nccl-multinode"
@@ -294,28 +294,4 @@ def run_multinode(
 
     kw: dict[str, Any] = {} if opener is None else {"opener": opener}
     outcomes = run_hosts(hosts, work, bus=bus, forks=len(hosts), **kw)
-    out = []
-    for host in hosts:
-        o = outcomes[host.name]
-        smoke = o.value if o.value is not None else HostSmoke(host.name, seconds=o.seconds)
-        if o.status == "unreachable":
-            smoke.unreachable = o.error
-        elif o.status == "failed":
-            smoke.results.append(
-                {"name": NAME, "status": "fail", "reason": o.error, "value": None,
-                 "expected": None, "unit": "", "seconds": 0.0, "env": "-", "details": {}}
-            )  # fmt: skip
-        if finish:
-            c = smoke.counts()
-            bus.emit(
-                HostFinished(
-                    host.name,
-                    status=smoke.status,
-                    ok=c["pass"],
-                    failed=c["fail"],
-                    seconds=smoke.seconds,
-                    message=smoke.unreachable or "",
-                )
-            )
-        out.append(smoke)
-    return out
+    return [finished(h.name, outcomes[h.name], NAME, bus if finish else None) for h in hosts]

@@ -29,7 +29,7 @@ from gpunode.events import (
     SmokeCheck,
     SmokeResult,
 )
-from gpunode.hostpool import Opener, run_hosts
+from gpunode.hostpool import Opener, Outcome, run_hosts
 from gpunode.inventory.model import Host
 from gpunode.smoke.expected import grade_result
 from gpunode.transport.base import (
@@ -283,18 +283,22 @@ def smoke_hosts(
         outcomes = run_hosts(hosts, work, bus=bus, forks=forks)
     else:
         outcomes = run_hosts(hosts, work, bus=bus, forks=forks, opener=opener)
-    out = []
-    for host in hosts:
-        o = outcomes[host.name]
-        smoke = o.value if o.value is not None else HostSmoke(host.name, seconds=o.seconds)
-        if o.status == "unreachable":
-            smoke.unreachable = o.error
-        elif o.status == "failed":
-            smoke.results.append(_failure("smoke", o.error))
+    return [finished(host.name, outcomes[host.name], "smoke", bus) for host in hosts]
+
+
+def finished(name: str, o: Outcome[HostSmoke], test: str, bus: Bus | None) -> HostSmoke:
+    """A host's smoke results from its outcome (an unreachable host, or a run that failed as
+    a whole, as the result `test`); with `bus`, its HostFinished goes out."""
+    smoke = o.value if o.value is not None else HostSmoke(name, seconds=o.seconds)
+    if o.status == "unreachable":
+        smoke.unreachable = o.error
+    elif o.status == "failed":
+        smoke.results.append(_failure(test, o.error))
+    if bus is not None:
         c = smoke.counts()
         bus.emit(
             HostFinished(
-                host.name,
+                name,
                 status=smoke.status,
                 ok=c["pass"],
                 failed=c["fail"],
@@ -302,5 +306,4 @@ def smoke_hosts(
                 message=smoke.unreachable or "",
             )
         )
-        out.append(smoke)
-    return out
+    return smoke
