@@ -246,7 +246,9 @@ class Driver(Strict):
     flavor: Literal["open", "proprietary"] = "open"
     """The kernel modules: open (Turing and newer) or proprietary."""
     hold: bool = True
-    """apt-mark hold the driver packages, so an unattended upgrade cannot move them."""
+    """apt-mark hold the driver packages and pin their release for apt
+    (/etc/apt/preferences.d/gpunode-nvidia-driver, also with `version`), so an unattended
+    upgrade cannot move them."""
     reload: bool = False
     """Load a new driver (or fix a driver/library version mismatch) by unloading and
     loading the kernel module instead of rebooting, where that is safe: nothing holds the

@@ -68,6 +68,28 @@ def test_an_installed_release_of_the_branch_is_kept_and_a_pin_moves_it(
     assert code == 0 and of(evs, "change-started") == []
 
 
+def test_an_older_release_than_the_branchs_newest_installs_on_a_fresh_host(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """nvidia-open-550=550.127.05-1 depends on its components at exactly that release, and
+    apt resolves those against each one's newest (550.163.01) unless told otherwise: the
+    release is pinned for apt by a preferences file before the install."""
+    fresh(lab, "lab-02")
+    inv = lab.inventory(tmp_path, **{**NO_STACK, "driver": {"version": "550.127.05"}})
+    code, evs = apply(lab, inv, "--limit", "lab-02")
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "host-finished")]
+    pk = packages(inv, "lab-02")
+    for name in ("nvidia-open-550", "nvidia-driver-550-open", "libnvidia-compute-550"):
+        assert pk[name][0].startswith("550.127.05-"), (name, pk[name])
+    assert on_host(inv, "lab-02", "cat /sys/module/nvidia/version").strip() == "550.127.05"
+    pref = on_host(inv, "lab-02", "cat /etc/apt/preferences.d/gpunode-nvidia-driver")
+    assert "Pin: version 550.127.05-*" in pref
+    policy = on_host(inv, "lab-02", "apt-cache policy nvidia-driver-550-open")
+    assert "Candidate: 550.127.05-" in policy, policy
+    code, evs = apply(lab, inv, "--limit", "lab-02")
+    assert code == 0 and of(evs, "change-started") == []
+
+
 @pytest.mark.parametrize(("toolkit", "build"), [("12.8", "2.26.2-1+cuda12.8"),
                                                 ("12.9", "2.26.5-1+cuda12.9")])  # fmt: skip
 def test_nccl_series_installs_the_build_for_the_toolkit(

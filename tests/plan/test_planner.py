@@ -40,6 +40,7 @@ def test_fresh_host_gets_every_role_in_order(host: Host, fresh: HostFacts) -> No
         ("nvidia_repo", "apt_repository"),
         ("driver", "module_blacklist"),
         ("driver", "kernel_headers"),
+        ("driver", "template"),  # the release pinned for apt before the install
         ("driver+cuda_toolkit", "apt_packages"),  # one apt transaction for both
         ("cuda_toolkit", "alternatives"),
         ("cudnn+nccl", "apt_packages"),
@@ -81,7 +82,10 @@ def test_fresh_host_gets_every_role_in_order(host: Host, fresh: HostFacts) -> No
     assert headers.steps[0].command.endswith("apt-get -q -o DPkg::Lock::Timeout=120 update")
     assert headers.steps[1].command.endswith("--no-install-recommends install -- $want")
     assert f"for p in linux-headers-{fresh.kernel}; do" in headers.steps[1].command
-    driver = plan.changes[4]
+    pref = plan.changes[4]
+    assert pref.path == "/etc/apt/preferences.d/gpunode-nvidia-driver"
+    assert "Pin: version 550.163.01-*\nPin-Priority: 1001\n" in str(pref.after)
+    driver = plan.changes[5]
     assert driver.roles == ("driver", "cuda_toolkit")
     assert driver.reason == (
         "nvidia-open-550 missing; libnvidia-compute-550 missing; cuda-toolkit-12-4 missing"
@@ -101,20 +105,20 @@ def test_fresh_host_gets_every_role_in_order(host: Host, fresh: HostFacts) -> No
     # the headers, two apt transactions for the packages, one for the keyring's local .deb,
     # and `dkms install` where the module is not built yet
     assert sum(" install " in c for c in cmds) == 5
-    assert plan.changes[5].commands == [
+    assert plan.changes[6].commands == [
         "update-alternatives --install /usr/local/cuda cuda /usr/local/cuda-12.4 124",
         "update-alternatives --set cuda /usr/local/cuda-12.4",
     ]
     assert (
         "libcudnn9-cuda-12=9.14.0.64-1 libcudnn9-dev-cuda-12=9.14.0.64-1"
-        in (plan.changes[6].commands[0])
+        in (plan.changes[7].commands[0])
     )
     assert (
-        plan.changes[6]
+        plan.changes[7]
         .commands[0]
         .endswith("libnccl2=2.21.5-1+cuda12.4 libnccl-dev=2.21.5-1+cuda12.4")
     )
-    assert plan.changes[8].commands[-1] == "ldconfig"
+    assert plan.changes[9].commands[-1] == "ldconfig"
     dkms = plan.changes[-2]
     assert dkms.commands[0].startswith(
         f"dkms status -m nvidia -v 550.163.01 -k {fresh.kernel} 2>/dev/null"
