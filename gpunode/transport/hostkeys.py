@@ -34,8 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import paramiko
-
+from gpunode.transport._paramiko import paramiko
 from gpunode.transport.base import HostKeyChangedError, HostKeyError, HostKeyRevokedError
 
 __all__ = [

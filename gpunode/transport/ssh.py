@@ -17,9 +17,8 @@ import threading
 import time
 from collections.abc import Sequence
 
-import paramiko
-
 from gpunode.inventory.model import SshSettings
+from gpunode.transport._paramiko import paramiko
 from gpunode.transport.base import (
     BecomeError,
     CommandResult,

@@ -10,9 +10,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-import paramiko
-
 from gpunode.inventory.model import SshSettings
+from gpunode.transport._paramiko import allow_match_exec, paramiko
 
 
 @dataclass(frozen=True)
@@ -35,6 +34,7 @@ def load_config(path: str | None) -> paramiko.SSHConfig | None:
     full = os.path.expanduser(path)
     if not os.path.exists(full):
         return None
+    allow_match_exec()
     return paramiko.SSHConfig.from_path(full)
 
 

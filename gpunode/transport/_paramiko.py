@@ -1,0 +1,38 @@
+"""paramiko, imported without invoke.
+
+paramiko's config module imports invoke (and with it unittest.mock, a tenth of a second
+of start-up) only to run the `Match exec` lines of an ssh_config. gpunode imports paramiko
+with invoke held back, and gives it to paramiko's config module when an ssh_config is
+read (`allow_match_exec`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import paramiko as paramiko
+else:
+
+    def _load():
+        if "paramiko" in sys.modules or "invoke" in sys.modules:
+            return importlib.import_module("paramiko")
+        sys.modules["invoke"] = None  # an ImportError for paramiko's optional import
+        try:
+            return importlib.import_module("paramiko")
+        finally:
+            del sys.modules["invoke"]
+
+    paramiko = _load()
+
+
+def allow_match_exec() -> None:
+    """Hand invoke to paramiko's config module, which runs `Match exec` commands with it."""
+    config = sys.modules["paramiko.config"]
+    if getattr(config, "invoke", None) is None:
+        # Without invoke, paramiko raises its own "install invoke" error on `Match exec`.
+        with contextlib.suppress(ImportError):
+            config.invoke = importlib.import_module("invoke")  # type: ignore[attr-defined]
