@@ -1,3 +1,3 @@
-from gpunode.cli import main
+from gpunode.cli import run
 
-main()
+run()

@@ -9,7 +9,7 @@ the lab's `gpunode lab` comes that way.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -167,3 +167,14 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> Any:
     return cli.main(args=argv, prog_name="gpunode")
+
+
+def run() -> NoReturn:
+    """The `gpunode` program: `main`, then an exit that skips the interpreter's teardown."""
+    from gpunode.cli.leave import leave
+
+    try:
+        main()
+    except SystemExit as exc:
+        leave(exc.code)
+    leave(0)
