@@ -70,9 +70,22 @@ section module
 section proc-driver
 cat /proc/driver/nvidia/version 2>/dev/null
 section smi-query
+# smi_idle: every GPU answered with 0 MiB in use. A CUDA context holds device memory, so
+# then no process computes on them and the compute-apps query (gpu-procs) is not needed.
+smi_idle=
 if have nvidia-smi; then
-  nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,memory.total,memory.used,utilization.gpu,temperature.gpu,power.draw,power.limit,clocks.sm,persistence_mode,driver_version --format=csv,noheader,nounits 2>&1
-  echo "rc=$?"
+  smi=$(nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,memory.total,memory.used,utilization.gpu,temperature.gpu,power.draw,power.limit,clocks.sm,persistence_mode,driver_version --format=csv,noheader,nounits 2>&1)
+  rc=$?
+  [ -n "$smi" ] && printf '%s\n' "$smi"
+  echo "rc=$rc"
+  if [ "$rc" = 0 ] && [ -n "$smi" ]; then
+    smi_idle=yes
+    while IFS=, read -r _ _ _ _ _ used _; do
+      [ "$used" = " 0" ] || smi_idle=
+    done <<EOF
+$smi
+EOF
+  fi
 else
   echo "rc=missing"
 fi
@@ -162,10 +175,10 @@ printf '%s\n' "$files" | while IFS= read -r f; do
   fi
 done
 section gpu-procs
-# What uses the GPUs: nvidia-smi's compute apps, then every process holding /dev/nvidia*
-# open (one find, no psmisc). nvidia-persistenced holds them by design and nvidia-smi only
-# reads them; neither is a workload.
-if have nvidia-smi; then
+# What uses the GPUs: nvidia-smi's compute apps (unless smi_idle), then every process
+# holding /dev/nvidia* open (one find, no psmisc). nvidia-persistenced holds them by design
+# and nvidia-smi only reads them; neither is a workload.
+if have nvidia-smi && [ -z "$smi_idle" ]; then
   nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader,nounits \
     2>/dev/null | sed -n 's/^ *\([0-9]\)/app \1/p'
 fi

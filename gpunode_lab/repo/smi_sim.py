@@ -19,7 +19,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -828,6 +828,11 @@ def render(a: Args, now: float) -> str:
     doc = _read_json(ETC / "gpus.json") or {}
     load = _read_json(ETC / "load.json") or {}
     gpus = sample(doc, load, now) if doc else []
+    busy = _busy_job(gpus)
+    if busy:  # its memory is in use on GPU 0 in every view, as a real process's is
+        gpus[0] = replace(
+            gpus[0], mem_used=min(gpus[0].memory_mib, gpus[0].mem_used + busy[0].mem_used)
+        )
     if a.ids is not None:
         gpus = [g for g in gpus if g.index in a.ids]
     if a.mode == "query-gpu":

@@ -122,3 +122,49 @@ def test_dpkg_lock_holder_and_interrupted_state() -> None:
 
 def script_path() -> str:
     return str(Path(__file__).parent.parent.parent / "gpunode" / "facts" / "script.sh")
+
+
+SMI_STUB = """#!/bin/sh
+echo "$*" >> "$SMI_LOG"
+case "$1" in
+  --query-gpu=*) printf '%s\\n' "$SMI_GPUS" ;;
+  --query-compute-apps=*) printf '%s\\n' "$SMI_APPS" ;;
+esac
+"""
+# The facts script's query fields, H200 values as the real captures give them.
+H200_IDLE = "0, NVIDIA H200, GPU-4535bd70-a68d-8e9d-5e87-ae20fb0ab3da, 00000000:00:06.0, 143771, {used}, 0, 36, 83.46, 700.00, 345, Enabled, 580.159.04"  # noqa: E501
+
+
+@pytest.mark.parametrize(
+    ("used", "asked", "procs"),
+    [
+        ("0", False, []),  # idle GPUs: no compute-apps query
+        ("81920", True, [(4242, "python3", 81920)]),
+        ("[N/A]", True, [(4242, "python3", 81920)]),  # no figure: ask
+    ],
+)
+def test_compute_apps_are_asked_only_when_a_gpu_has_memory_in_use(
+    tmp_path: Path, used: str, asked: bool, procs: list[tuple[int, str, int]]
+) -> None:
+    stub = tmp_path / "bin" / "nvidia-smi"
+    stub.parent.mkdir()
+    stub.write_text(SMI_STUB)
+    stub.chmod(0o755)
+    log = tmp_path / "smi.log"
+    env = {
+        **os.environ,
+        "PATH": f"{stub.parent}:{os.environ['PATH']}",
+        "SMI_LOG": str(log),
+        "SMI_GPUS": H200_IDLE.format(used=used) + "\n" + H200_IDLE.format(used="0"),
+        "SMI_APPS": "4242, python3, 81920",
+    }
+    res = subprocess.run(["sh", "-c", facts_command()], capture_output=True, text=True, env=env)
+    from gpunode.facts.parse import parse_facts
+
+    f = parse_facts(res.stdout)
+    calls = log.read_text().splitlines()
+    assert [c.split()[0].split("=")[0] for c in calls if "query" in c] == (
+        ["--query-gpu", "--query-compute-apps"] if asked else ["--query-gpu"]
+    )
+    assert len(f.smi.gpus) == 2 and f.smi.ok
+    assert [(p.pid, p.name, p.memory_mib) for p in f.gpu_processes] == procs
