@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parent.parent
 # gpunode or a top-level module) or from a unit of a lower layer. Units of one layer do
 # not import each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("gpunode", "versions", "smivalues", "changes", "events", "records", "exitcodes"),
+    ("gpunode", "versions", "smivalues", "changes", "events", "records", "exitcodes", "memo"),
     ("inventory",),
     ("compat", "transport", "repoindex"),
     ("hostpool",),

@@ -8,16 +8,16 @@ runs before any host is touched (`gpunode check`) and again in the planner.
 
 from __future__ import annotations
 
-from functools import cache
 from pathlib import Path
 from typing import Any
 
+from gpunode.memo import once
 from gpunode.versions import dotted_key
 
 _RULES = Path(__file__).with_name("rules.yaml")
 
 
-@cache
+@once
 def rules() -> dict[str, Any]:
     from ruamel.yaml import YAML
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from gpunode.changes import Change, HostPlan, Step
 from gpunode.facts.model import HostFacts, OsRelease
 from gpunode.inventory.model import Host
+from gpunode.memo import Memo
 from gpunode.plan.refuse import NVIDIA_RELEASES, refusal
 from gpunode.resolve import CatalogFor, IndexNeeded, Resolved, Unresolvable, resolve
 from gpunode.roles.loader import RoleError, search_path
@@ -37,17 +38,16 @@ def _shape(host: Host) -> str:
     return host.model_dump_json(include={"stack", "repos", "gpus", "connection", "become"})
 
 
-# Before facts are known the roles see only a host's shape: hosts alike share the results.
-_PATHS: dict[tuple[str, tuple[Path, ...]], tuple[str, ...]] = {}
-_GUESSED: dict[tuple[str, tuple[Path, ...]], tuple[Probe, ...]] = {}
+# Before facts are known the roles see only a host's shape: hosts alike share the results,
+# made once even when every host of a run asks at the same moment.
+_PATHS: Memo[tuple[str, tuple[Path, ...]], tuple[str, ...]] = Memo()
+_GUESSED: Memo[tuple[str, tuple[Path, ...]], tuple[Probe, ...]] = Memo()
 
 
 def managed_paths(host: Host, search: tuple[Path, ...] | None = None) -> list[str]:
     """Files the facts round trip should hash for this host's roles (errors surface later)."""
     key = (_shape(host), search or search_path(None))
-    if key not in _PATHS:
-        _PATHS[key] = _managed_paths(host, key[1])
-    return list(_PATHS[key])
+    return list(_PATHS.get(key, lambda: _managed_paths(host, key[1])))
 
 
 def _managed_paths(host: Host, search: tuple[Path, ...]) -> tuple[str, ...]:
@@ -77,9 +77,8 @@ def probes_for(
     `apply --check` run none of it, `apply` only on a host it is going to change."""
     if facts is None:
         key = (_shape(host), search or search_path(None))
-        if key not in _GUESSED:
-            _GUESSED[key] = tuple(_probes(host, None, key[1]))
-        return [p for p in _GUESSED[key] if not p.role_shell]
+        guessed = _GUESSED.get(key, lambda: tuple(_probes(host, None, key[1])))
+        return [p for p in guessed if not p.role_shell]
     probes = _probes(host, facts, search or search_path(None))
     shell = role_shell and refusal(host, facts) is None
     return [p for p in probes if shell or not p.role_shell]

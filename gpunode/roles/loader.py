@@ -8,12 +8,12 @@ to it, which wins over a built-in of the same name.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 from gpunode.inventory.yamlpos import Position, YamlError
 from gpunode.inventory.yamlsrc import load_file
+from gpunode.memo import once
 
 TASK_KEYS = {"name", "op", "when", "loop", "tags", "on_change"}
 
@@ -73,7 +73,7 @@ def find_role(name: str, search: tuple[Path, ...]) -> Role:
     )
 
 
-@cache
+@once
 def load_role(path: Path) -> Role:
     defaults: dict[str, Any] = {}
     dfile = path / "defaults.yaml"

@@ -15,13 +15,14 @@ from __future__ import annotations
 import operator
 import re
 import shlex
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import jinja2
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from gpunode.memo import once
 
 _SINGLE = re.compile(r"\A\{\{(?P<expr>.*)\}\}\Z", re.S)
 # A rendered value is an argument or a file, not a payload: no string, list or number
@@ -49,7 +50,7 @@ class RoleSandbox(ImmutableSandboxedEnvironment):
         return super().call_binop(context, operator_, left, right)
 
 
-@cache
+@once
 def _env(templates: Path | None) -> jinja2.Environment:
     loader = jinja2.FileSystemLoader(str(templates)) if templates else None
     env = RoleSandbox(
@@ -63,13 +64,13 @@ def _env(templates: Path | None) -> jinja2.Environment:
     return env
 
 
-@cache
+@once
 def _expression(expr: str) -> Any:
     # Compiling is most of the cost of a plan; each role's few expressions compile once.
     return _env(None).compile_expression(expr, undefined_to_none=False)
 
 
-@cache
+@once
 def _template(source: str) -> jinja2.Template:
     return _env(None).from_string(source)
 
