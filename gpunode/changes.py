@@ -49,9 +49,6 @@ class Change:
     before_reboot: bool = False
     """A check of the work before it (a module built for the next boot): it runs after every
     other change, just before the reboot."""
-    after_installs: bool = False
-    """Points at what an install before it put down (an alternative): package installs
-    right after it may run first, joined to that install as one apt transaction."""
     path: str | None = None
     before: str | None = None
     after: str | None = None

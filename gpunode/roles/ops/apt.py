@@ -429,9 +429,7 @@ def record_holds_step(add: list[str], drop: list[str]) -> Step:
 
 def apt_transactions(changes: list[Change], lock_timeout: int) -> list[Change]:
     """Refresh apt's lists before the first install and after any change to its sources;
-    join package changes that follow each other into one, also across changes that only
-    point at what the earlier install put down (`after_installs`: the CUDA alternative
-    between the toolkit and cuDNN), which then run after the joined transaction."""
+    join package changes that follow each other into one."""
     out: list[Change] = []
     stale = True
     for c in changes:
@@ -440,11 +438,8 @@ def apt_transactions(changes: list[Change], lock_timeout: int) -> list[Change]:
         if c.apt and stale:
             c = replace(c, steps=(Step(apt_update(lock_timeout)), *c.steps))
             stale = False
-        k = len(out)
-        while k and out[k - 1].after_installs:
-            k -= 1
-        if k and _installs(out[k - 1]) and _installs(c) and out[k - 1].sudo == c.sudo:
-            out[k - 1] = _one_transaction(out[k - 1], c, lock_timeout)
+        if out and _installs(out[-1]) and _installs(c) and out[-1].sudo == c.sudo:
+            out[-1] = _one_transaction(out[-1], c, lock_timeout)
         else:
             out.append(c)
     return out

@@ -161,7 +161,6 @@ class OpContext:
             apt_sources=op.changes_apt_sources,
             long_running=op.long_running,
             before_reboot=op.before_reboot,
-            after_installs=op.after_installs,
             path=path,
             before=before,
             after=after,
@@ -183,9 +182,6 @@ class Operation:
     """Its changes may stay silent for minutes (Change.long_running)."""
     before_reboot: ClassVar[bool] = False
     """Its changes check the others' work: they run last, before the reboot."""
-    after_installs: ClassVar[bool] = False
-    """Its changes only point at what installs put down: the package installs that follow
-    them may go first, as one transaction with the install before (Change.after_installs)."""
 
     def parse(self, raw: dict[str, Any]) -> Args:
         return self.args_model.model_validate(raw)

@@ -35,9 +35,7 @@ class Alternatives(Operation):
     Where `cuda` points comes from the facts; any other alternative is read by a probe
     (`update-alternatives --query`). When it points elsewhere, or nowhere,
     `update-alternatives --install` then `--set` make it point to `path`; when it already
-    does, nothing is yielded. Package installs of the tasks right after it run first, as one
-    apt transaction with the install before it (the toolkit with cuDNN and NCCL): the link
-    only needs `path` to exist.
+    does, nothing is yielded.
 
     ```yaml
     - name: default CUDA 12.4
@@ -51,7 +49,6 @@ class Alternatives(Operation):
 
     name = "alternatives"
     args_model = AlternativesArgs
-    after_installs = True
 
     def _probe(self, a: AlternativesArgs) -> Probe:
         return Probe(
