@@ -87,10 +87,7 @@ def declared(inventory: Path, repo_dir: Path, ubuntu: str) -> dict[str, Any]:
     # The versions gpunode resolves for a fresh host from this repository's own index.
     resolved = _resolve(host, repo_dir / slug / "x86_64" / "Packages", ubuntu)
     driver_version = resolved.driver
-    driver_names = [
-        *compat.driver_packages(stack.driver.branch, stack.driver.flavor),
-        compat.driver_userspace_package(stack.driver.branch),
-    ]
+    driver_names = compat.driver_names(stack.driver).install
     driver = {n: resolve(n, f"{driver_version}-*", versions) for n in driver_names}
     cudnn, nccl = resolved.cudnn, resolved.nccl
     if cudnn is None or nccl is None or cudnn.dev is None:

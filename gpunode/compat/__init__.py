@@ -9,18 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpunode.compat.check import Finding, check_host
-from gpunode.compat.driver import (
-    driver_packages,
-    driver_replaced_pattern,
-    driver_userspace_package,
-    fabricmanager_package,
-    fabricmanager_replaced_pattern,
-    torch_variant,
-    ubuntu_modules_packages,
-    ubuntu_userspace_packages,
-    unversioned,
-    userspace_package,
-)
+from gpunode.compat.driver import DriverNames, driver_names, torch_variant
 from gpunode.compat.frameworks import conda_tos_channels, torch_packages
 from gpunode.compat.rules import (
     cudnn_names,
@@ -34,15 +23,7 @@ from gpunode.compat.rules import (
 TEMPLATE_FUNCTIONS: dict[str, Callable[..., Any]] = {
     f.__name__: f
     for f in (
-        driver_packages,
-        driver_replaced_pattern,
-        driver_userspace_package,
-        fabricmanager_package,
-        fabricmanager_replaced_pattern,
-        ubuntu_modules_packages,
-        ubuntu_userspace_packages,
-        userspace_package,
-        unversioned,
+        driver_names,
         toolkit_package,
         toolkit_ubuntu,
         cudnn_names,
@@ -55,19 +36,15 @@ TEMPLATE_FUNCTIONS: dict[str, Callable[..., Any]] = {
 
 __all__ = [
     "TEMPLATE_FUNCTIONS",
+    "DriverNames",
     "Finding",
     "check_host",
     "conda_tos_channels",
     "cudnn_names",
-    "driver_packages",
-    "driver_replaced_pattern",
-    "driver_userspace_package",
-    "fabricmanager_package",
-    "fabricmanager_replaced_pattern",
+    "driver_names",
     "min_driver",
     "toolkit_package",
     "toolkit_ubuntu",
     "torch_packages",
     "torch_variant",
-    "unversioned",
 ]

@@ -1,12 +1,13 @@
-"""What a driver branch means: NVIDIA's package names for it and its flavour, the CUDA it
-runs, and what refuses it. Every other module asks here; roles ask through `compat.NAME`
-in their templates (gpunode.compat.TEMPLATE_FUNCTIONS).
+"""What a driver branch means: its packages' names for its source and flavour (one
+`DriverNames`), the CUDA it runs, and what refuses it. Every other module asks here; the
+driver role reads one `compat.driver_names(stack.driver)` and never the branch itself.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from gpunode.compat.rules import (
     gpu_arch,
@@ -23,6 +24,72 @@ from gpunode.versions import compare_dotted, dotted_key, matches_prefix
 
 # The kernel-module packages of one branch (nvidia-open-550, nvidia-driver-550-server...).
 _BRANCH_MODULE_PACKAGE = re.compile(r"nvidia-(?:open|driver)-\d+(?:-open|-server|-server-open)?")
+_HELD = "(nvidia-open|cuda-drivers|nvidia-driver-pinning|libnvidia-compute)(-[0-9]+)?"
+_FABRICMANAGER_HELD = "nvidia-fabricmanager(-[0-9]+)?"
+
+
+@dataclass(frozen=True)
+class DriverNames:
+    """A driver spec as its repository names it: NVIDIA's packages for `source: nvidia`,
+    Ubuntu's archive's for `source: ubuntu`. All that apt is told of a branch."""
+
+    release: str
+    """The package whose versions are the branch's releases (nvidia-open, nvidia-utils-580)."""
+    userspace: str
+    """The package whose installed version is the user-space driver (libcuda, nvidia-smi)."""
+    install: tuple[str, ...]
+    """What installs the driver, every one at the driver's release."""
+    fabricmanager: str
+    """NVSwitch systems' Fabric Manager, at exactly the driver's release."""
+    held: str = _HELD
+    """Held packages of any branch, a pattern: apt cannot switch branches while they are."""
+    fabricmanager_held: str = _FABRICMANAGER_HELD
+    """Held Fabric Manager packages of any branch: they block a switch of branches too."""
+    modules_prefix: str | None = None
+    """source: ubuntu: + "-<kernel>" names the signed modules Ubuntu built for a kernel."""
+
+    def module(self, kernel: str) -> str:
+        """source: ubuntu: the package of the signed modules Ubuntu built for `kernel`."""
+        return f"{self.modules_prefix}-{kernel}"
+
+    def modules(self, kernels: list[str], offered: Mapping[str, list[str]]) -> list[str]:
+        """source: ubuntu: the signed modules for each kernel (running, next boot) that the
+        archive has; the next boot's always (planning refuses the host when it lacks it)."""
+        if self.modules_prefix is None:
+            return []
+        names = [self.module(k) for k in kernels]
+        return [n for i, n in enumerate(names) if n in offered or i == len(names) - 1]
+
+
+def driver_names(driver: Driver) -> DriverNames:
+    """What `driver` is called, for its source, branch and flavour."""
+    branch = driver.branch
+    bare = unversioned(branch)
+    fabricmanager = "nvidia-fabricmanager" if bare else f"nvidia-fabricmanager-{branch}"
+    if driver.source == "ubuntu":
+        names = rules()["ubuntu_driver"]
+        main = names["headless"] if driver.headless else names["desktop"]
+        tools = [_ubuntu_name(driver, t) for t in (main, *names["tools"])]
+        return DriverNames(
+            release=tools[1],  # nvidia-utils-<branch>
+            userspace=tools[1],
+            install=tuple(tools),
+            fabricmanager=fabricmanager,
+            modules_prefix=_ubuntu_name(driver, names["modules"]),
+        )
+    if bare:  # 590 on: a pinning package chooses the branch of unversioned packages
+        meta = "nvidia-open" if driver.flavor == "open" else "cuda-drivers"
+        install: tuple[str, ...] = (f"nvidia-driver-pinning-{branch}", meta)
+    else:
+        meta = f"nvidia-open-{branch}" if driver.flavor == "open" else f"cuda-drivers-{branch}"
+        install = (meta,)
+    userspace = "libnvidia-compute" if bare else f"libnvidia-compute-{branch}"
+    return DriverNames(
+        release=install[-1],
+        userspace=userspace,
+        install=(*install, userspace),
+        fabricmanager=fabricmanager,
+    )
 
 
 def unversioned(branch: str) -> bool:
@@ -30,59 +97,10 @@ def unversioned(branch: str) -> bool:
     return compare_dotted(branch, rules()["driver_unversioned_from"]) >= 0
 
 
-def driver_packages(branch: str, flavor: str) -> list[str]:
-    """The packages that install a driver branch, in NVIDIA's naming for that branch."""
-    if unversioned(branch):
-        meta = "nvidia-open" if flavor == "open" else "cuda-drivers"
-        return [f"nvidia-driver-pinning-{branch}", meta]
-    return [f"nvidia-open-{branch}" if flavor == "open" else f"cuda-drivers-{branch}"]
-
-
-def release_package(driver: Driver) -> str:
-    """The package whose versions are the branch's releases in the repository."""
-    if driver.source == "ubuntu":
-        return userspace_package(driver)
-    return driver_packages(driver.branch, driver.flavor)[-1]
-
-
-def userspace_package(driver: Driver) -> str:
-    """The package whose version is the installed user-space driver, for either source."""
-    if driver.source == "ubuntu":
-        return ubuntu_userspace_packages(driver)[1]  # nvidia-utils-<branch>
-    return driver_userspace_package(driver.branch)
-
-
-# --- Ubuntu's archive: signed, precompiled modules (driver.source: ubuntu) ---
 def _ubuntu_name(driver: Driver, template: str) -> str:
     """One of rules.yaml's ubuntu_driver names, for the driver's branch and flavour."""
     branch = f"{driver.branch}-server" if driver.server else driver.branch
     return template.format(branch=branch, open="-open" if driver.flavor == "open" else "")
-
-
-def ubuntu_modules_prefix(driver: Driver) -> str:
-    """linux-modules-nvidia-570-server-open: + "-<kernel>" names the signed modules that
-    Ubuntu built for one kernel."""
-    return _ubuntu_name(driver, rules()["ubuntu_driver"]["modules"])
-
-
-def ubuntu_modules_package(driver: Driver, kernel: str) -> str:
-    return f"{ubuntu_modules_prefix(driver)}-{kernel}"
-
-
-def ubuntu_modules_packages(
-    driver: Driver, kernels: list[str], offered: Mapping[str, list[str]]
-) -> list[str]:
-    """The signed modules for each kernel (running, next boot) that the archive has; the
-    next boot's always (planning refuses the host when the archive lacks it)."""
-    names = [ubuntu_modules_package(driver, k) for k in kernels]
-    return [n for i, n in enumerate(names) if n in offered or i == len(names) - 1]
-
-
-def ubuntu_userspace_packages(driver: Driver) -> list[str]:
-    """The user space without DKMS (headless), or the full driver, and the tools."""
-    names = rules()["ubuntu_driver"]
-    main = names["headless"] if driver.headless else names["desktop"]
-    return [_ubuntu_name(driver, t) for t in (main, *names["tools"])]
 
 
 def ubuntu_modules_refusal(driver: Driver, kernel: str | None, offered: list[str]) -> str | None:
@@ -92,32 +110,10 @@ def ubuntu_modules_refusal(driver: Driver, kernel: str | None, offered: list[str
         return None
     return (
         f"Ubuntu's archive (as this host's apt sees it) has no "
-        f"{ubuntu_modules_package(driver, kernel)} for kernel {kernel}, the one it boots next: "
-        "boot a kernel Ubuntu built signed NVIDIA modules for (apt-get update, then the "
-        "newest linux-generic), or use driver source: nvidia (DKMS)"
+        f"{driver_names(driver).module(kernel)} for kernel {kernel}, the one it "
+        "boots next: boot a kernel Ubuntu built signed NVIDIA modules for (apt-get update, "
+        "then the newest linux-generic), or use driver source: nvidia (DKMS)"
     )
-
-
-def driver_userspace_package(branch: str) -> str:
-    """The package whose version is the installed user-space driver (libcuda, nvidia-smi)."""
-    return "libnvidia-compute" if unversioned(branch) else f"libnvidia-compute-{branch}"
-
-
-def driver_replaced_pattern() -> str:
-    """Held driver packages of any branch: apt cannot switch branches while they are held."""
-    return "(nvidia-open|cuda-drivers|nvidia-driver-pinning|libnvidia-compute)(-[0-9]+)?"
-
-
-def fabricmanager_package(branch: str) -> str:
-    """NVSwitch systems' Fabric Manager for a branch: nvidia-fabricmanager-580, or
-    nvidia-fabricmanager from the unversioned branches on. Its versions are the driver's
-    releases (580.95.05-1) and it runs only beside a module of exactly its release."""
-    return "nvidia-fabricmanager" if unversioned(branch) else f"nvidia-fabricmanager-{branch}"
-
-
-def fabricmanager_replaced_pattern() -> str:
-    """Held Fabric Manager packages of any branch: they block a switch of branches."""
-    return "nvidia-fabricmanager(-[0-9]+)?"
 
 
 def wanted_release(driver: Driver) -> str:

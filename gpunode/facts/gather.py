@@ -9,7 +9,7 @@ from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING
 
-from gpunode.compat.driver import ubuntu_modules_prefix, userspace_package
+from gpunode.compat.driver import driver_names
 from gpunode.events import Bus, FactsGathered, HostStatusChanged
 from gpunode.facts.model import HostFacts
 from gpunode.facts.parse import parse_facts
@@ -51,7 +51,8 @@ def apt_queries(host: Host | None) -> list[tuple[str, str]]:
     driver = host.stack.driver if host is not None else None
     if driver is None or driver.source != "ubuntu":
         return []
-    return [("--apt", userspace_package(driver)), ("--apt-kernel", ubuntu_modules_prefix(driver))]
+    names = driver_names(driver)
+    return [("--apt", names.userspace), ("--apt-kernel", names.modules_prefix or "")]
 
 
 def gather(

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from gpunode.compat import check_host, toolkit_ubuntu
 from gpunode.compat.driver import (
+    driver_names,
     release_installed,
     secure_boot_refusal,
-    ubuntu_modules_package,
     ubuntu_modules_refusal,
 )
 from gpunode.compat.rules import rules
@@ -55,7 +55,7 @@ def refusal(host: Host, facts: HostFacts) -> str | None:
     # the apply refreshes them and asks again
     if stack.driver and stack.driver.source == "ubuntu" and any(facts.apt_versions.values()):
         kernel = facts.kernels.next_boot or facts.kernel or None
-        name = ubuntu_modules_package(stack.driver, kernel) if kernel else ""
+        name = driver_names(stack.driver).module(kernel) if kernel else ""
         no_modules = ubuntu_modules_refusal(stack.driver, kernel, facts.apt_versions.get(name, []))
         if no_modules and not facts.package(name):
             return no_modules

@@ -9,12 +9,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from gpunode.compat import cudnn_names, toolkit_package
-from gpunode.compat.driver import (
-    driver_userspace_package,
-    in_branch,
-    release_package,
-    userspace_package,
-)
+from gpunode.compat.driver import driver_names, in_branch
 from gpunode.facts.model import HostFacts
 from gpunode.inventory.model import Driver, Host
 from gpunode.resolve.specs import (
@@ -163,7 +158,7 @@ class AptCatalog:
 
 def _from_apt(driver: Driver, facts: HostFacts) -> Callable[[str, str], Catalog]:
     def source(field: str, need: str) -> Catalog:
-        names = tuple(facts.apt_versions) or (release_package(driver),)
+        names = tuple(facts.apt_versions) or (driver_names(driver).release,)
         if not any(facts.apt_versions.values()):  # apt's lists are empty, or never fetched
             raise IndexNeeded(
                 f"{field}: {need}, and the host's apt lists name no Ubuntu NVIDIA package yet",
@@ -179,8 +174,8 @@ def wanted_names(host: Host) -> tuple[str, ...]:
     stack = host.stack
     names: list[str] = []
     if stack.driver and stack.driver.source == "nvidia":
-        d = stack.driver
-        names += [release_package(d), driver_userspace_package(d.branch)]
+        d = driver_names(stack.driver)
+        names += [d.release, d.userspace]
     toolkit = stack.cuda.default_toolkit if stack.cuda else None
     if stack.cuda:
         names += [toolkit_package(c) for c in stack.cuda.toolkits]
@@ -196,7 +191,7 @@ def _driver(
 ) -> str:
     d = host.stack.driver
     assert d is not None
-    meta = release_package(d)
+    meta = driver_names(d).release
     installed = installed_driver(host, facts)
     if d.version is not None:
         if installed == d.version:
@@ -233,7 +228,7 @@ def installed_driver(host: Host, facts: HostFacts) -> str | None:
     loaded module nvidia-smi agrees with (an image's or the .run installer's driver)."""
     d = host.stack.driver
     assert d is not None
-    pkg = facts.package(userspace_package(d))
+    pkg = facts.package(driver_names(d).userspace)
     if pkg is not None and in_branch(d, upstream(pkg.version)):
         return upstream(pkg.version)
     loaded = facts.module.version

@@ -9,6 +9,7 @@ import pytest
 from gpunode import compat
 from gpunode.compat import check_host
 from gpunode.inventory import loads
+from gpunode.inventory.model import Driver
 
 
 def _findings(stack_yaml: str, gpus: str = "{}") -> list[str]:
@@ -109,13 +110,21 @@ def test_open_modules_need_turing() -> None:
     assert _findings('driver: {branch: "550", flavor: proprietary}', "{model: V100}") == []
 
 
+def _names(**driver: object) -> compat.DriverNames:
+    return compat.driver_names(Driver.model_validate(driver))
+
+
 def test_package_names() -> None:
-    assert compat.driver_packages("550", "open") == ["nvidia-open-550"]
-    assert compat.driver_packages("570", "proprietary") == ["cuda-drivers-570"]
+    versioned = _names(branch="550", flavor="open")
+    assert versioned.install == ("nvidia-open-550", "libnvidia-compute-550")
+    assert _names(branch="570", flavor="proprietary").release == "cuda-drivers-570"
     # From 590 the names drop the branch, and a pinning package holds it.
-    assert compat.driver_packages("590", "open") == ["nvidia-driver-pinning-590", "nvidia-open"]
-    assert compat.driver_userspace_package("580") == "libnvidia-compute-580"
-    assert compat.driver_userspace_package("590") == "libnvidia-compute"
+    unversioned = _names(branch="590", flavor="open")
+    assert unversioned.install == ("nvidia-driver-pinning-590", "nvidia-open", "libnvidia-compute")
+    assert (unversioned.release, unversioned.userspace) == ("nvidia-open", "libnvidia-compute")
+    assert _names(branch="580").userspace == "libnvidia-compute-580"
+    assert _names(branch="580").fabricmanager == "nvidia-fabricmanager-580"
+    assert unversioned.fabricmanager == "nvidia-fabricmanager"
     assert compat.toolkit_package("12.4") == "cuda-toolkit-12-4"
     assert compat.toolkit_package("13.0") == "cuda-toolkit-13-0"
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpunode import compat
+from gpunode.inventory.model import Driver
 from gpunode_lab.repo import build_repository
 from tests.lab_repo.conftest import ServedRepo
 
@@ -127,9 +128,9 @@ def test_names_from_gpunode_naming_rules_are_published(served_repo: ServedRepo) 
         ubuntu = f"{distro[6:8]}.{distro[8:]}"
         for branch in ("535", "550", "570", "580", "590"):
             for flavor in ("open", "proprietary"):
-                for name in compat.driver_packages(branch, flavor):
+                names = compat.driver_names(Driver(branch=branch, flavor=flavor))
+                for name in (*names.install, names.fabricmanager):
                     assert name in have, (distro, name)
-            assert compat.driver_userspace_package(branch) in have, (distro, branch)
         for cuda in ("12.4", "12.8", "13.0"):
             pkg = compat.toolkit_package(cuda)
             assert (pkg in have) == (ubuntu in compat.toolkit_ubuntu(cuda)), (distro, pkg)

@@ -1,0 +1,94 @@
+"""The driver branch's route from the inventory to the apt command, as docs/architecture.md
+draws it: the branch is read where the inventory defines it, where compat/driver.py says
+what it means, where resolve picks its release and where it is shown, and nowhere else; the
+driver role reads what compat/driver.py made of it (`DriverNames`), never the branch."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from gpunode.compat import driver_names
+from gpunode.inventory.model import Driver
+
+REPO = Path(__file__).resolve().parent.parent
+
+READS_THE_BRANCH = {
+    "gpunode/inventory/model.py": "defines it (a pinned version names its branch)",
+    "gpunode/compat/driver.py": "says what it means: names, the CUDA it runs, refusals",
+    "gpunode/compat/check.py": "the frameworks' wheels it can run, before touching a host",
+    "gpunode/resolve/resolver.py": "its newest release in the repository, and the notes",
+    "gpunode/cli/hosts.py": "shows it",
+}
+
+
+def _branch_reads(path: Path) -> list[int]:
+    tree = ast.parse(path.read_text(), str(path))
+    return [
+        n.lineno
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Attribute) and n.attr == "branch" and isinstance(n.ctx, ast.Load)
+    ]
+
+
+def test_the_branch_is_read_only_where_the_route_says() -> None:
+    found = {
+        str(p.relative_to(REPO)): lines
+        for p in sorted((REPO / "gpunode").rglob("*.py"))
+        if (lines := _branch_reads(p))
+    }
+    stray = [f"{f}:{lines[0]}" for f, lines in found.items() if f not in READS_THE_BRANCH]
+    assert not stray, (
+        f"{', '.join(stray)} read(s) the driver branch: ask gpunode.compat.driver "
+        "(driver_names, driver_satisfies...) instead, or add the file to the route in "
+        "docs/architecture.md and here"
+    )
+    assert set(found) == set(READS_THE_BRANCH), "a file of the route no longer reads it"
+
+
+def test_the_driver_role_reads_names_not_the_branch() -> None:
+    role = REPO / "roles" / "driver"
+    for path in sorted(role.rglob("*")):
+        if not path.is_file():
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            code = line.split("#", 1)[0]
+            assert "stack.driver.branch" not in code, f"{path}:{n}: reads the branch"
+            calls = set(re.findall(r"compat\.(\w+)", code))
+            assert calls <= {"driver_names"}, f"{path}:{n}: compat.{calls} outside DriverNames"
+
+
+def test_route_is_documented_file_by_file() -> None:
+    doc = (REPO / "docs" / "architecture.md").read_text()
+    section = doc.split("## Following the driver branch", 1)[1].split("\n## ", 1)[0]
+    for path in (*READS_THE_BRANCH, "roles/driver/defaults.yaml", "gpunode/roles/ops/apt.py"):
+        assert path.removeprefix("gpunode/") in section, path
+
+
+def test_one_object_names_every_package_of_a_branch() -> None:
+    nvidia = driver_names(Driver(branch="580", flavor="open", hold=True))
+    assert nvidia.install == ("nvidia-open-580", "libnvidia-compute-580")
+    assert (nvidia.release, nvidia.fabricmanager) == ("nvidia-open-580", "nvidia-fabricmanager-580")
+    assert re.fullmatch(nvidia.held, "nvidia-driver-pinning-590")
+    assert not re.fullmatch(nvidia.held, "nvidia-fabricmanager-580")
+    assert re.fullmatch(nvidia.fabricmanager_held, "nvidia-fabricmanager-580")
+    assert nvidia.modules(["6.8.0-45-generic"], {}) == []
+
+    ubuntu = driver_names(Driver(source="ubuntu", branch="570", server=True, headless=True))
+    assert ubuntu.install == (
+        "nvidia-headless-no-dkms-570-server-open",
+        "nvidia-utils-570-server",
+        "nvidia-compute-utils-570-server",
+    )
+    assert ubuntu.release == ubuntu.userspace == "nvidia-utils-570-server"
+    # signed modules for each kernel the archive has them for, the next boot's always
+    running, nxt = "6.8.0-45-generic", "6.8.0-51-generic"
+    offered = {f"linux-modules-nvidia-570-server-open-{running}": ["570.172.08-0ubuntu0.24.04.1"]}
+    assert ubuntu.modules([running, nxt], offered) == [
+        f"linux-modules-nvidia-570-server-open-{running}",
+        f"linux-modules-nvidia-570-server-open-{nxt}",
+    ]
+    assert ubuntu.modules(["6.8.0-40-generic", nxt], offered) == [
+        f"linux-modules-nvidia-570-server-open-{nxt}"
+    ]
