@@ -6,13 +6,27 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 KEY_UID = "gpunode lab repository signing key (stand-in for NVIDIA's) <lab@gpunode.invalid>"
 
 
+_PREFIX = "gpunode-lab-gpg-"
+
+
 class SigningError(RuntimeError):
     pass
+
+
+def _sweep(tmp: Path) -> None:
+    """Remove the gpg homes of builds whose process is gone (killed before `__exit__`)."""
+    for home in tmp.glob(f"{_PREFIX}*"):
+        pid = home.name.removeprefix(_PREFIX).split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(home, ignore_errors=True)
+        elif not pid.isdigit() and time.time() - home.stat().st_mtime > 3600:
+            shutil.rmtree(home, ignore_errors=True)  # named without a pid, an hour old
 
 
 def _gpg(home: Path, *args: str, stdin: bytes | None = None) -> bytes:
@@ -34,8 +48,10 @@ class Signer:
         self._home: Path | None = None
 
     def __enter__(self) -> Signer:
-        # A private GNUPGHOME per build: gpg-agent sockets never outlive the build.
-        self._home = Path(tempfile.mkdtemp(prefix="gpunode-lab-gpg-"))
+        # A private GNUPGHOME per build: gpg-agent sockets never outlive the build. Its
+        # name carries the builder's pid, so the homes of a killed build are swept later.
+        _sweep(Path(tempfile.gettempdir()))
+        self._home = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-"))
         os.chmod(self._home, 0o700)
         secret = self.keydir / "secret.asc"
         if not secret.exists():
