@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Lab, apply, of, on_host, packages
+from conftest import Lab, apply, fresh, of, on_host, packages
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -32,6 +32,8 @@ HOSTS = ("lab-01", "lab-02")
 
 
 def test_first_apply_converges_second_changes_nothing(lab: Lab, tmp_path: Path) -> None:
+    for host in HOSTS:  # whichever lab test ran before, the hosts start empty
+        fresh(lab, host)
     inv = lab.inventory(tmp_path, **STACK)
     code, evs = apply(lab, inv)
     assert code == 0, [(e["host"], e["message"]) for e in of(evs, "host-finished")]
