@@ -118,6 +118,13 @@ def test_fresh_host_gets_every_role_in_order(host: Host, fresh: HostFacts) -> No
         .commands[0]
         .endswith("libnccl2=2.21.5-1+cuda12.4 libnccl-dev=2.21.5-1+cuda12.4")
     )
+    # cuDNN's and NCCL's holds: one apt-mark, one record of both
+    assert plan.changes[7].steps[1].command == (
+        "apt-mark hold -- libcudnn9-cuda-12 libnccl2 libnccl-dev"
+    )
+    assert [s.stdin for s in plan.changes[7].steps[2:]] == [
+        "libcudnn9-cuda-12\nlibnccl2\nlibnccl-dev\n"
+    ]
     assert plan.changes[9].commands[-1] == "ldconfig"
     dkms = plan.changes[-2]
     assert dkms.commands[0].startswith(

@@ -468,7 +468,7 @@ def _one_transaction(a: Change, b: Change, lock_timeout: int) -> Change:
         steps=(
             *_joined(before, "apt-mark unhold -- "),
             install_step(lock_timeout, targets),
-            *_joined(after, "apt-mark hold -- "),
+            *_joined_records(_joined(after, "apt-mark hold -- ")),
         ),
         tags=tuple(dict.fromkeys(a.tags + b.tags)),
     )
@@ -485,4 +485,19 @@ def _joined(steps: list[Step], prefix: str) -> list[Step]:
         elif args:
             out.append(Step(prefix + " ".join(args)))
             args = []
+    return out
+
+
+def _joined_records(steps: list[Step]) -> list[Step]:
+    """The holds several tasks record (and forget none of) as one record, in place of the
+    first: one rewrite of HOLDS_FILE per transaction."""
+    plain = record_holds_step([], []).command
+    names = "".join(s.stdin or "" for s in steps if s.command == plain)
+    out: list[Step] = []
+    for s in steps:
+        if s.command != plain:
+            out.append(s)
+        elif names:
+            out.append(Step(plain, stdin=names))
+            names = ""
     return out
