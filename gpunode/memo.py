@@ -50,7 +50,12 @@ class Memo(Generic[K, V]):
             if key not in self._values:
                 self._values[key] = make()
                 self._misses += 1
-            return self._values[key]
+            value = self._values[key]
+        # made: later callers read it without a lock, and those waiting hold theirs
+        with self._guard:
+            if self._locks.get(key) is lock:
+                del self._locks[key]
+        return value
 
     def info(self) -> CacheInfo:
         return CacheInfo(self._hits, self._misses, None, len(self._values))

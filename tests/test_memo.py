@@ -47,3 +47,17 @@ def test_a_failure_is_not_kept() -> None:
     with pytest.raises(ValueError):
         memo.get("k", make)
     assert memo.get("k", make) == 7 and memo.get("k", make) == 7 and len(calls) == 2
+
+
+def test_no_lock_is_kept_for_a_value_made() -> None:
+    memo: Memo[int, int] = Memo()
+    start = threading.Barrier(8)
+
+    def ask(i: int) -> int:
+        start.wait()
+        return memo.get(i % 2, lambda: time.sleep(0.02) or i % 2)
+
+    with ThreadPoolExecutor(8) as pool:
+        assert sorted(pool.map(ask, range(8))) == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert memo.info().misses == 2
+    assert memo._locks == {}  # one lock per key for the life of the process, no more
