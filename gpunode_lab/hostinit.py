@@ -175,7 +175,7 @@ def initramfs_blacklists(root: str, module: str) -> bool:
     """Whether the running kernel's initramfs (as the lab's update-initramfs writes it)
     carries `blacklist MODULE`."""
     try:
-        with open(f"{root}/boot/initrd.img-{os.uname().release}") as f:
+        with open(f"{root}/boot/initrd.img-{booted_kernel(root)}") as f:
             return f"blacklist {module}" in f.read().splitlines()
     except (OSError, UnicodeDecodeError):
         return False

@@ -17,6 +17,7 @@ import subprocess
 from pathlib import Path
 
 from gpunode_lab.gpumodels import MODELS, gpus_document
+from gpunode_lab.repo.catalog_kernel import boot_kernel
 from gpunode_lab.skeleton import write_skeleton
 from gpunode_lab.standins import STANDINS
 from gpunode_lab.state import UBUNTU, HostPaths, LabConfig, LabPaths
@@ -164,7 +165,8 @@ def build_base(paths: LabPaths, cfg: LabConfig, client_pub: str, password_hash: 
     if base.exists():
         shutil.rmtree(base)
     base.mkdir(parents=True)
-    write_skeleton(base)  # an Ubuntu server's directories, whatever the machine has
+    # an Ubuntu server's directories and kernel, whatever the machine has
+    write_skeleton(base, boot_kernel())
     release = os_release(cfg.ubuntu)
     _write(base / "etc/os-release", release)
     _write(base / "usr/lib/os-release", release)

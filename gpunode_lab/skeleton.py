@@ -117,9 +117,9 @@ def required_paths(release: str) -> list[str]:
     )
 
 
-def write_skeleton(base: Path, release: str | None = None) -> None:
-    """Write the skeleton into the lab layer `base` (a directory that becomes /)."""
-    release = release or os.uname().release
+def write_skeleton(base: Path, release: str) -> None:
+    """Write the skeleton into the lab layer `base` (a directory that becomes /), with the
+    Ubuntu kernel `release` installed and booted."""
     for rel in (
         *DIRECTORIES,
         f"{modules_dir(release)}/kernel",

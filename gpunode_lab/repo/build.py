@@ -23,7 +23,6 @@ from importlib import resources
 from pathlib import Path
 
 from gpunode_lab.repo import catalog, catalog_container, conda, nvidia_repo, pypi, ubuntu_archive
-from gpunode_lab.repo.catalog_kernel import machine_kernel
 from gpunode_lab.repo.deb import Package, control_text, deb_bytes
 from gpunode_lab.repo.signing import Signer
 from gpunode_lab.state import MIRRORS
@@ -41,7 +40,6 @@ def generator_version() -> str:
         h.update((here / name).read_bytes())
     for name in ("q.txt", "q.xml"):
         h.update((here / "smi_templates" / name).read_bytes())
-    h.update(machine_kernel().encode())  # the repository carries its headers
     return h.hexdigest()[:16]
 
 

@@ -8,31 +8,23 @@ As on Ubuntu, installing a kernel or its headers runs `dkms autoinstall` for it.
 
 from __future__ import annotations
 
-import os
-import re
 from importlib import resources
 
 from gpunode_lab.repo import nvidia_repo
 from gpunode_lab.repo.deb import Package, Payload
 
 DKMS_VERSION = "3.0.11-1ubuntu13"
-_DEB_NAME = re.compile(r"[a-z0-9][a-z0-9+.-]+")
 
 
-def machine_kernel() -> str:
-    """The release every lab host boots first: the machine's own kernel."""
-    return os.uname().release
+def boot_kernel() -> str:
+    """The Ubuntu kernel every lab host boots first, installed with its image (the first
+    of the lab's data), whatever kernel the machine running the lab has."""
+    return next(iter(nvidia_repo.kernels()))
 
 
 def kernels() -> dict[str, str]:
-    """Release -> Debian version: the lab's data, and the machine's kernel (whose version
-    follows its release: 6.1.0-28-amd64 -> 6.1.0-28)."""
-    out = dict(nvidia_repo.kernels())
-    own = machine_kernel()
-    m = re.match(r"[0-9]+(?:\.[0-9]+)*(?:-[0-9]+)?", own)
-    if own not in out and m and _DEB_NAME.fullmatch(f"linux-headers-{own}"):
-        out[own] = m.group() if "-" in m.group() else f"{m.group()}-1"
-    return out
+    """Ubuntu kernel release -> the Debian version of its linux-image and linux-headers."""
+    return nvidia_repo.kernels()
 
 
 def newer_kernel() -> str:
@@ -114,7 +106,7 @@ def dkms_package() -> Package:
 def kernel_packages() -> list[Package]:
     out = [dkms_package()]
     for release, version in kernels().items():
-        if release != machine_kernel():
+        if release != boot_kernel():  # the image's own
             out.append(image_package(release, version))
         out.append(headers_package(release, version))
     return out

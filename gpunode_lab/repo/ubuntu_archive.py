@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gpunode_lab.repo.catalog_driver import smi_script
-from gpunode_lab.repo.catalog_kernel import kernels, machine_kernel
+from gpunode_lab.repo.catalog_kernel import kernels
 from gpunode_lab.repo.deb import LIBDIR, Package, Payload, control_text, deb_bytes
 from gpunode_lab.state import UBUNTU
 
@@ -69,9 +69,7 @@ def packages(ubuntu: str) -> list[Package]:
                 out += _release(str(branch), str(entry["cuda"]), str(release), ubuntu, int(n))
     versions = kernels()
     for kernel, per_branch in data()["modules"].items():
-        k = machine_kernel() if kernel == "machine" else str(kernel)
-        if k not in versions:  # a machine kernel Debian cannot name
-            continue
+        k = str(kernel)
         for branch, (release, n) in per_branch.items():
             for flavor in FLAVORS:
                 out.append(_modules(str(branch), k, f"{versions[k]}+{n}", str(release), flavor))

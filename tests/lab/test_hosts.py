@@ -198,13 +198,16 @@ def test_dpkg_database_is_a_copy_taken_at_lab_up(lab_hosts, lab_fresh_host):
 
 def test_hosts_have_an_ubuntu_skeleton_whatever_the_machine_has(lab_hosts):
     """The skeleton is in the lab layer itself, so the hosts have it even where the machine
-    (a bare Debian without kmod, grub or dkms) does not; and each host sees all of it."""
+    (a bare Debian without kmod, grub or dkms) does not; and each host sees all of it. They
+    boot an Ubuntu kernel, whatever kernel the machine runs: uname, /proc and the facts
+    say 6.8.0-45-generic."""
     import os
     import shlex
 
     from gpunode_lab.skeleton import required_paths
 
-    release = os.uname().release
+    release = "6.8.0-45-generic"  # Ubuntu's kernel, not the machine's
+    assert release != os.uname().release
     wanted = required_paths(release)
     for rel in ("etc/modprobe.d", "etc/profile.d", "etc/ld.so.conf.d", "etc/default/grub",
                 "etc/apt/keyrings", f"boot/vmlinuz-{release}"):  # fmt: skip
@@ -217,4 +220,7 @@ def test_hosts_have_an_ubuntu_skeleton_whatever_the_machine_has(lab_hosts):
     assert lab_hosts.run(host, check).stdout == ""
     out = lab_hosts.run(host, f"ls -d /etc/modprobe.d /lib/modules/{release}/kernel; uname -r")
     assert out.stdout.split() == ["/etc/modprobe.d", f"/lib/modules/{release}/kernel", release]
+    seen = lab_hosts.run(host, "cat /proc/sys/kernel/osrelease; uname -a; readlink /boot/vmlinuz")
+    osrelease, uname_a, vmlinuz = seen.stdout.splitlines()
+    assert (osrelease, uname_a.split()[2], vmlinuz) == (release, release, f"vmlinuz-{release}")
     assert "GRUB_CMDLINE_LINUX_DEFAULT=" in lab_hosts.run(host, "cat /etc/default/grub").stdout
