@@ -477,6 +477,13 @@ class Containers(Strict):
         return self
 
 
+def _spec_alone_schema(schema: dict[str, Any]) -> None:
+    """Editors accept `tensorrt: "10.13"` as the loader does: a spec alone, short for
+    `{version: "10.13"}`."""
+    spec = {"type": "string", "pattern": "^[0-9]+(\\.[0-9]+)*(-[0-9A-Za-z][0-9A-Za-z.+~]*)?$"}
+    schema.setdefault("anyOf", []).insert(0, spec)
+
+
 class TensorRT(Strict):
     """NVIDIA TensorRT from NVIDIA's CUDA repository, the build for the default toolkit's
     CUDA major; `tensorrt: "10.13"` is short for `tensorrt: {version: "10.13"}`."""
@@ -560,8 +567,9 @@ class Stack(Strict):
     """cuDNN, for the default toolkit's CUDA major; none: not managed."""
     nccl: PackageSpec | None = None
     """NCCL, a build for the default toolkit; none: not managed."""
-    tensorrt: TensorRT | None = None
-    """TensorRT, the build for the default toolkit's CUDA major; none: not managed."""
+    tensorrt: Annotated[TensorRT | None, Field(json_schema_extra=_spec_alone_schema)] = None
+    """TensorRT, the build for the default toolkit's CUDA major (a version spec alone, or
+    a mapping); none: not managed."""
     cuda_env: bool = False
     """Set CUDA_HOME, PATH and LD_LIBRARY_PATH for every login shell."""
     conda: Conda | None = None
