@@ -25,6 +25,7 @@ OTHERS = ["tensorrt-libs", "libnvinfer-headers-dev", "libnvinfer-headers-plugin-
           "libnvinfer-dispatch-dev", "libnvinfer-vc-plugin-dev", "libnvonnxparsers-dev",
           "libnvinfer-bin", "tensorrt-dev", "python3-libnvinfer", "python3-libnvinfer-lean",
           "python3-libnvinfer-dispatch"]  # fmt: skip
+WORDS = ("nvinfer", "tensorrt", "nvonnx")  # the packages of TensorRT's set
 DPKG_STATE = "sha256sum /var/lib/dpkg/status /var/log/dpkg.log; apt-mark showhold"
 
 
@@ -41,8 +42,7 @@ def stack(cuda: str, tensorrt: Any, smoke: list[str] | None = None) -> dict[str,
 
 
 def trt(inv: Path, host: str = HOST) -> dict[str, tuple[str, bool]]:
-    return {n: v for n, v in packages(inv, host).items() if "nvinfer" in n or "tensorrt" in n
-            or "nvonnx" in n}  # fmt: skip
+    return {n: v for n, v in packages(inv, host).items() if any(w in n for w in WORDS)}
 
 
 def test_tensorrt_converges_a_second_apply_changes_nothing_and_a_pin_moves_it(

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from conftest import FIX, REPO_URL, STACK, fresh_facts, host_from, plan_host
 
-from gpunode.changes import HostPlan
+from gpunode.changes import Change, HostPlan
 from gpunode.compat import check_host
 from gpunode.facts.model import HostFacts, Package
-from gpunode.inventory import InventoryError, loads
+from gpunode.inventory import Host, InventoryError, loads
 from gpunode.repoindex import FETCHED, FetchedIndex, parse_packages
 from gpunode.resolve import Catalog
 from gpunode.resolve.index import IndexCatalog
@@ -54,7 +54,7 @@ def untouched() -> Catalog:
     raise AssertionError("the index was read although nothing needed it")
 
 
-def trt_host(cuda: str, tensorrt: str = '"10"', driver: str = "580"):  # type: ignore[no-untyped-def]
+def trt_host(cuda: str, tensorrt: str = '"10"', driver: str = "580") -> Host:
     text = (
         STACK.replace('branch: "550"', f'branch: "{driver}"')
         .replace('toolkits: ["12.4"], default: "12.4"', f'toolkits: ["{cuda}"], default: "{cuda}"')
@@ -73,7 +73,7 @@ def installed(facts: HostFacts, version: str, names: list[str]) -> HostFacts:
     return facts.model_copy(update={"packages": pk, "gpunode_holds": holds})
 
 
-def trt_change(plan: HostPlan):  # type: ignore[no-untyped-def]
+def trt_change(plan: HostPlan) -> Change:
     assert plan.refused is None, plan.refused
     found = [c for c in plan.changes if "tensorrt" in c.roles]
     assert len(found) == 1, [c.task for c in plan.changes]
@@ -158,8 +158,8 @@ def test_an_installed_build_for_another_cuda_major_is_replaced() -> None:
 
 def test_update_latest_moves_an_installed_release_to_the_newest() -> None:
     facts = installed(fresh_facts(), "10.13.3.9-1+cuda13.0", RUNTIME)
-    plan = plan_host(trt_host("13.0", '{version: "10", update: latest}'), facts,
-                     catalog=trt_catalog)  # fmt: skip
+    host = trt_host("13.0", '{version: "10", update: latest}')
+    plan = plan_host(host, facts, catalog=trt_catalog)
     assert "libnvinfer10=10.14.1.48-1+cuda13.0" in install_targets(plan)
     assert any("upgrade from 10.13.3.9-1+cuda13.0" in n for n in plan.notes)
 
