@@ -25,6 +25,7 @@ TESTS = (
     "torch-matmul",
     "tensorflow",
     "nccl-allreduce",
+    "tensorrt",
     "nccl-multinode",
 )
 
@@ -59,8 +60,10 @@ def smoke(
 ) -> None:
     """Run the GPU smoke tests on each host of INVENTORY: nvidia-smi, a vectorAdd built with
     each CUDA toolkit, PyTorch (matmul TFLOP/s, copy bandwidth, cuDNN, a mixed-precision
-    step), TensorFlow, and an NCCL all-reduce; measurements are graded against the GPU
-    model's expected figures. Tests run on the host with its own pythons; nothing is installed.
+    step), TensorFlow, and an NCCL all-reduce (and, where the stack declares it, TensorRT: an
+    FP16 engine built from ONNX, checked against PyTorch); measurements are graded against the
+    GPU model's expected figures. Tests run on the host with its own pythons; nothing is
+    installed.
 
     `--only nccl-multinode` starts one torchrun per selected host, all meeting at the first
     host's rendezvous (inventory `nccl:`), for an all-reduce across the hosts: bus bandwidth

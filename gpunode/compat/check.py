@@ -67,6 +67,8 @@ def check_host(host: Host) -> list[Finding]:
             )
         )
 
+    out.extend(_tensorrt(stack.tensorrt.version if stack.tensorrt else None, default))
+
     if stack.conda:
         for name, env in stack.conda.envs.items():
             if env.pytorch:
@@ -146,4 +148,24 @@ def _tensorflow(env: str, tf: str, branch: str | None, release: str | None) -> l
                 f"driver >= {needed}, but branch {branch} is requested",
             )
         ]
+    return []
+
+
+def _tensorrt(spec: str | None, cuda: str | None) -> list[Finding]:
+    if spec is None:
+        return []
+    loc = ("stack", "tensorrt")
+    major = spec.split(".")[0]
+    if not cuda:
+        return [
+            Finding(
+                loc,
+                f"TensorRT {major} builds follow the CUDA toolkit: declare cuda: "
+                "{toolkits: [...]} (its default toolkit picks the build), or drop tensorrt",
+            )
+        ]
+    if r.tensorrt_packages(spec, cuda) is None:
+        majors = r.tensorrt_majors(cuda)
+        hint = f'use tensorrt: "{majors[-1]}"' if majors else "no TensorRT is known for it"
+        return [Finding(loc, f"TensorRT {major} has no packages for CUDA {cuda}: {hint}")]
     return []

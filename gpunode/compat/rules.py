@@ -105,3 +105,18 @@ def torch_companions(torch: str) -> dict[str, str] | None:
     """torchvision's and torchaudio's releases built with a PyTorch release."""
     entry: dict[str, str] | None = rules()["torch_companions"].get(torch_release(torch))
     return entry
+
+
+def tensorrt_packages(tensorrt: str, cuda: str) -> dict[str, list[str]] | None:
+    """TensorRT's Debian packages for a TensorRT major and a CUDA toolkit, by part (runtime,
+    dev, python, hold); None where the major has no packages for the toolkit's CUDA major."""
+    entry = rules()["tensorrt_packages"].get(tensorrt.split(".")[0])
+    if entry is None or cuda.split(".")[0] not in entry["cuda_majors"]:
+        return None
+    return {part: list(entry[part]) for part in ("runtime", "dev", "python", "hold")}
+
+
+def tensorrt_majors(cuda: str) -> list[str]:
+    """The TensorRT majors that have packages for a CUDA toolkit's major."""
+    table: dict[str, dict[str, Any]] = rules()["tensorrt_packages"]
+    return [m for m, e in table.items() if cuda.split(".")[0] in e["cuda_majors"]]

@@ -94,6 +94,7 @@ if have dpkg-query; then
   dpkg-query -W -f '${Package}\t${Version}\t${Status}\n' 'nvidia*' 'libnvidia*' 'cuda*' \
     'libcuda*' 'libcudnn*' 'libnccl*' 'xserver-xorg-video-nouveau' 'linux-headers-*' \
     'linux-modules-nvidia*' 'linux-objects-nvidia*' 'linux-signatures-nvidia*' \
+    'libnvinfer*' 'libnvonnxparsers*' 'tensorrt*' 'python3-libnvinfer*' \
     'dkms' 'mokutil' 2>/dev/null | grep -v '	not-installed$' | grep -v 'ok not-installed$'
 fi
 section apt-sources

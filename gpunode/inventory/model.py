@@ -431,6 +431,7 @@ SmokeTest = Literal[
     "tensorflow",
     "nccl-allreduce",
     "containers",
+    "tensorrt",
 ]
 
 
@@ -472,6 +473,42 @@ class Containers(Strict):
     @model_validator(mode="after")
     def _latest_moves(self) -> Containers:
         if self.version is not None and "-" in self.version and self.update == "latest":
+            raise ValueError("update: latest moves a series; an exact version cannot move")
+        return self
+
+
+def _spec_alone_schema(schema: dict[str, Any]) -> None:
+    """Editors accept `tensorrt: "10.13"` as the loader does: a spec alone, short for
+    `{version: "10.13"}`."""
+    spec = {"type": "string", "pattern": "^[0-9]+(\\.[0-9]+)*(-[0-9A-Za-z][0-9A-Za-z.+~]*)?$"}
+    schema.setdefault("anyOf", []).insert(0, spec)
+
+
+class TensorRT(Strict):
+    """NVIDIA TensorRT from NVIDIA's CUDA repository, the build for the default toolkit's
+    CUDA major; `tensorrt: "10.13"` is short for `tensorrt: {version: "10.13"}`."""
+
+    version: PackageSpec
+    """A series ("10", "10.13", "10.13.3.9": an installed one is kept, else the newest the
+    repository has for the default toolkit's CUDA) or an exact Debian version
+    ("10.13.3.9-1+cuda13.0")."""
+    python: bool = True
+    """The Python bindings for the system python3 (python3-libnvinfer, -lean, -dispatch)."""
+    dev: bool = True
+    """The headers, development libraries and trtexec (tensorrt-dev, libnvinfer-bin)."""
+    update: Literal["keep", "latest"] = "keep"
+    """latest: move an installed TensorRT to the newest of `version` in the repository."""
+    hold: bool = True
+    """apt-mark hold the runtime libraries (engines are built against their exact version)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _spec_alone(cls, data: object) -> object:
+        return {"version": data} if isinstance(data, str) else data
+
+    @model_validator(mode="after")
+    def _latest_moves(self) -> TensorRT:
+        if "-" in self.version and self.update == "latest":
             raise ValueError("update: latest moves a series; an exact version cannot move")
         return self
 
@@ -530,6 +567,9 @@ class Stack(Strict):
     """cuDNN, for the default toolkit's CUDA major; none: not managed."""
     nccl: PackageSpec | None = None
     """NCCL, a build for the default toolkit; none: not managed."""
+    tensorrt: Annotated[TensorRT | None, Field(json_schema_extra=_spec_alone_schema)] = None
+    """TensorRT, the build for the default toolkit's CUDA major (a version spec alone, or
+    a mapping); none: not managed."""
     cuda_env: bool = False
     """Set CUDA_HOME, PATH and LD_LIBRARY_PATH for every login shell."""
     conda: Conda | None = None

@@ -10,13 +10,16 @@ from typing import Protocol
 
 from gpunode.compat import cudnn_names, toolkit_package
 from gpunode.compat.driver import driver_names, in_branch
+from gpunode.compat.rules import tensorrt_packages
 from gpunode.facts.model import HostFacts
-from gpunode.inventory.model import Driver, Host
+from gpunode.inventory.model import Driver, Host, TensorRT
 from gpunode.resolve.specs import (
     build_cuda,
+    builds_for_major,
     fits_toolkit,
     newest,
     pick,
+    pick_build,
     satisfies,
     series,
     upstream,
@@ -65,12 +68,23 @@ class Pin:
     why: str
 
 
+@dataclass(frozen=True)
+class TensorRTPin:
+    """TensorRT's exact Debian version, why, and every package of its set to install at it."""
+
+    version: str
+    why: str
+    packages: tuple[str, ...]
+    hold: tuple[str, ...]
+
+
 @dataclass
 class Resolved:
     driver: str | None = None  # the release, "550.163.01"
     cudnn: Pin | None = None
     nccl: Pin | None = None
     container_toolkit: str | None = None  # the Debian version, "1.17.8-1"
+    tensorrt: TensorRTPin | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -106,6 +120,9 @@ def resolve(
         out.notes.append(f"nccl: {out.nccl.version}, {out.nccl.why}")
     if stack.containers:
         out.container_toolkit = _container_toolkit(host, facts, containers, out.notes)
+    if stack.tensorrt and toolkit:
+        out.tensorrt = _tensorrt(stack.tensorrt, toolkit, facts, source)
+        out.notes.append(f"tensorrt: {out.tensorrt.version}, {out.tensorrt.why}")
     return out
 
 
@@ -183,6 +200,8 @@ def wanted_names(host: Host) -> tuple[str, ...]:
         names.append(pair[0])
     if stack.nccl:
         names.append("libnccl2")
+    if stack.tensorrt and toolkit and (trt := tensorrt_packages(stack.tensorrt.version, toolkit)):
+        names.append(trt["runtime"][0])
     return tuple(dict.fromkeys(names))
 
 
@@ -311,6 +330,57 @@ def _has(versions: list[str], branch: str, limit: int) -> str:
     mine = sorted({upstream(v) for v in versions if matches_prefix(upstream(v), branch)},
                   key=debian_key)  # fmt: skip
     return f"it has {', '.join(mine[-limit:])}" if mine else f"it has no release of {branch}"
+
+
+def _tensorrt(t: TensorRT, toolkit: str, facts: HostFacts, source: _Source) -> TensorRTPin:
+    """TensorRT's version: the installed library if it satisfies the spec and is a build for
+    the toolkit's CUDA major (unless `update: latest`), else the newest such build."""
+    parts = tensorrt_packages(t.version, toolkit)
+    if parts is None:  # the compatibility check reports it first
+        raise Unresolvable(
+            f"stack.tensorrt: TensorRT {t.version} has no packages for CUDA {toolkit}"
+        )
+    names = parts["runtime"] + parts["dev"] * t.dev + parts["python"] * t.python
+    hold = tuple(parts["hold"]) if t.hold else ()
+    lib = parts["runtime"][0]
+    major = toolkit.split(".")[0]
+
+    def pin(version: str, why: str) -> TensorRTPin:
+        return TensorRTPin(version, why, tuple(names), hold)
+
+    have = facts.package(lib)
+    mine = have is not None and bool(builds_for_major([have.version], toolkit))
+    if have is not None and mine and t.update == "keep" and satisfies(have.version, t.version):
+        return pin(have.version, "installed")
+    need = f"TensorRT {t.version} for CUDA {toolkit} is not installed"
+    if have is not None and mine and t.update == "latest":
+        need = "update: latest"
+    cat = source("stack.tensorrt", need)
+    offered = cat.versions(lib)
+    best = pick_build(offered, t.version, toolkit)
+    if best is None:
+        fitting = builds_for_major(offered, toolkit)
+        others = sorted({c for v in offered if (c := build_cuda(v))}, key=debian_key)
+        has = (
+            f"it has {', '.join(fitting)}"
+            if fitting
+            else f"it has no build for CUDA {major}"
+            + (f" (builds for CUDA {', '.join(others)})" if others else f" (no {lib} at all)")
+        )
+        use = series(fitting, 2)[-1:]
+        raise Unresolvable(
+            f"stack.tensorrt: TensorRT {t.version} for CUDA {toolkit} (a +cuda{major}.x build"
+            f" of {lib}) is not in {cat.where}: {has}"
+            + (f'. Use tensorrt: "{use[0]}"' if use else "")
+        )
+    why = (
+        f"the newest {t.version} in {cat.where}" if t.version != best else f"pinned, in {cat.where}"
+    )
+    why += f" (built for CUDA {build_cuda(best)})"
+    if have is not None:
+        move = "downgrade" if compare_debian(best, have.version) < 0 else "upgrade"
+        why += f"; {move} from {have.version}"
+    return pin(best, why)
 
 
 CONTAINER_TOOLKIT = "nvidia-container-toolkit"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from gpunode.versions import compare_dotted, debian_key, matches_prefix, split_debian
+from gpunode.versions import compare_dotted, debian_key, dotted_key, matches_prefix, split_debian
 
 _BUILD = re.compile(r"\+cuda(\d+\.\d+)")
 
@@ -66,3 +66,33 @@ def series(versions: Iterable[str], depth: int) -> list[str]:
     """The distinct upstream series, newest last: depth 2 gives "9.8", "9.10", "9.14"."""
     seen = {".".join(upstream(v).split(".")[:depth]) for v in versions}
     return sorted(seen, key=debian_key)
+
+
+def release_of(version: str) -> str:
+    """A build's release without its CUDA: "10.13.3.9-1+cuda13.0" -> "10.13.3.9-1"."""
+    return version.split("+cuda", 1)[0]
+
+
+def builds_for_major(versions: Iterable[str], toolkit: str) -> list[str]:
+    """The `+cudaX.Y` builds made for the toolkit's CUDA major, in Debian order."""
+    major = toolkit.split(".")[0]
+    return sorted(
+        (v for v in versions if (c := build_cuda(v)) and c.split(".")[0] == major),
+        key=debian_key,
+    )
+
+
+def pick_build(available: Iterable[str], spec: str, toolkit: str) -> str | None:
+    """The newest release satisfying `spec` that has a build for the toolkit's CUDA major,
+    and of its builds the newest not newer than the toolkit, else the newest of the major
+    (a release built for +cuda12.8 and +cuda12.9: 12.8 for a 12.8 toolkit, 12.9 for 12.9
+    and 12.4 alike; +cuda13.0 for 13.0)."""
+    fitting = [v for v in builds_for_major(available, toolkit) if satisfies(v, spec)]
+    if not fitting:
+        return None
+    top = max((release_of(v) for v in fitting), key=debian_key)
+    builds = sorted(
+        (v for v in fitting if release_of(v) == top), key=lambda v: dotted_key(build_cuda(v) or "")
+    )
+    older = [v for v in builds if compare_dotted(build_cuda(v) or "", toolkit) <= 0]
+    return (older or builds)[-1]

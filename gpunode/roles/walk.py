@@ -43,6 +43,8 @@ def builtin_roles(host: Host) -> list[str]:
         names.append("cudnn")
     if s.nccl:
         names.append("nccl")
+    if s.tensorrt:
+        names.append("tensorrt")
     if s.cuda_env:
         names.append("cuda_env")
     if s.conda:

@@ -41,7 +41,7 @@ from gpunode.transport.base import (
 )
 
 TESTS = ("nvidia-smi", "cuda-vectoradd", "torch", "torch-matmul", "tensorflow", "nccl-allreduce",
-         "containers")  # fmt: skip
+         "containers", "tensorrt")  # fmt: skip
 DEFAULT_TESTS = ("nvidia-smi", "cuda-vectoradd", "torch", "tensorflow", "nccl-allreduce")
 TEST_TIMEOUT = 300.0  # one test on the host; the suite as a whole is meant to take < 1 min
 SUITE_TIMEOUT = 1200.0
@@ -130,8 +130,10 @@ def suite_text() -> str:
 
 
 def selected_tests(host: Host, only: Sequence[str] = ()) -> list[str]:
-    """`--only` wins; else the host's `stack.smoke`; else every test."""
-    chosen = list(only) or list(host.stack.smoke) or list(DEFAULT_TESTS)
+    """`--only` wins; else the host's `stack.smoke`; else the default tests (and `tensorrt`
+    where the stack declares TensorRT)."""
+    default = [*DEFAULT_TESTS, *(["tensorrt"] if host.stack.tensorrt else [])]
+    chosen = list(only) or list(host.stack.smoke) or default
     unknown = [t for t in chosen if t not in TESTS]
     if unknown:
         raise ValueError(f"unknown smoke tests {unknown}: choose from {', '.join(TESTS)}")

@@ -2,7 +2,7 @@
 versions and shapes, as nvidia_repo.yaml says NVIDIA (or a lagging mirror) publishes them.
 
 Package contents are tiny stand-ins; catalog_driver, catalog_kernel, catalog_toolkit,
-catalog_cudnn and catalog_nccl write them.
+catalog_cudnn, catalog_nccl and catalog_tensorrt write them.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from gpunode_lab.repo.catalog_cudnn import cudnn8_packages, cudnn9_packages
 from gpunode_lab.repo.catalog_driver import driver_packages
 from gpunode_lab.repo.catalog_kernel import kernel_packages
 from gpunode_lab.repo.catalog_nccl import nccl_packages
+from gpunode_lab.repo.catalog_tensorrt import tensorrt_packages
 from gpunode_lab.repo.catalog_toolkit import toolkit_packages
 from gpunode_lab.repo.deb import Package, Payload
 
@@ -25,6 +26,7 @@ def packages_for(distro: str, mirror: str = "full") -> list[Package]:
     out = driver_packages(folder.branches) + kernel_packages()
     out += cudnn9_packages(folder.cudnn9, majors) + cudnn8_packages(folder.cudnn8)
     out += nccl_packages(folder.nccl)
+    out += tensorrt_packages(folder.tensorrt)
     for tk in folder.toolkits:
         out += toolkit_packages(tk)
     return out

@@ -49,6 +49,7 @@ class Folder:
     cudnn9: dict[str, tuple[str, ...]]  # release -> CUDA majors
     cudnn8: tuple[str, ...]
     nccl: tuple[str, ...]  # builds: 2.21.5-1+cuda12.4
+    tensorrt: tuple[str, ...] = ()  # builds: 10.13.3.9-1+cuda13.0
 
 
 def _text() -> str:
@@ -115,6 +116,14 @@ def nccl_builds() -> tuple[str, ...]:
     )
 
 
+def tensorrt_builds() -> tuple[str, ...]:
+    return tuple(
+        f"{release}-1+cuda{cuda}"
+        for release, cudas in data().get("tensorrt", {}).items()
+        for cuda in cudas
+    )
+
+
 def withheld(distro: str, mirror: str) -> dict[str, set[str]]:
     """Per table (drivers, cudnn9, nccl): what this folder of this mirror leaves out."""
     if mirror not in MIRRORS:
@@ -141,6 +150,7 @@ def folder(distro: str, mirror: str = "full") -> Folder:
         cudnn9={v: ms for v, ms in cudnn9().items() if v not in left_out["cudnn9"]},
         cudnn8=tuple(str(v) for v in data()["cudnn8"]),
         nccl=tuple(b for b in nccl_builds() if b not in left_out["nccl"]),
+        tensorrt=tensorrt_builds(),
     )
 
 

@@ -26,11 +26,13 @@ else:
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = ("nvidia-smi", "cuda-vectoradd", "torch", "torch-matmul", "tensorflow", "nccl-allreduce",
-         "containers")  # fmt: skip
+         "containers", "tensorrt")  # fmt: skip
+OPT_IN = ("torch-matmul", "tensorrt")  # run only when asked for
 PROBE = (
     "import importlib.util as u, json, sys; print(json.dumps({'prefix': sys.prefix, "
     "'version': sys.version.split()[0], 'torch': u.find_spec('torch') is not None, "
-    "'tensorflow': u.find_spec('tensorflow') is not None}))"
+    "'tensorflow': u.find_spec('tensorflow') is not None, "
+    "'tensorrt': u.find_spec('tensorrt') is not None}))"
 )
 
 
@@ -76,7 +78,7 @@ def discover(conda_prefix: str | None, pythons: list[str]) -> list[dict[str, Any
         if info is None or info["prefix"] in seen:
             continue
         is_conda = label.startswith("conda:")
-        if is_conda and not (info["torch"] or info["tensorflow"]):
+        if is_conda and not (info["torch"] or info["tensorflow"] or info.get("tensorrt")):
             continue  # a conda env without a framework has nothing for the suite to run
         seen.add(info["prefix"])
         envs.append({"label": label, "python": python, **info})
@@ -142,7 +144,7 @@ def run_test(script: str, args: list[str], label: str, python: str, timeout: flo
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--tests", default=",".join(t for t in TESTS if t != "torch-matmul"))
+    ap.add_argument("--tests", default=",".join(t for t in TESTS if t not in OPT_IN))
     ap.add_argument("--count", type=int, default=None, help="GPUs the inventory declares")
     ap.add_argument("--conda-prefix", default=None)
     ap.add_argument("--python", action="append", default=[], help="another python to test")
@@ -190,6 +192,14 @@ def main() -> int:
         elif test == "containers":
             image = ["--image", args.image] if args.image else []
             run_test("check_containers.py", count + image, "system", system, args.timeout)
+        elif test == "tensorrt":
+            # asked for, so never a skip: where no python has the bindings, the system
+            # python3 (where python3-libnvinfer puts them) says what is missing
+            having = [e for e in envs if e.get("tensorrt")] or [
+                {"label": "system", "python": system}
+            ]
+            for e in having:
+                run_test("check_tensorrt.py", [], e["label"], e["python"], args.timeout)
     return 0
 
 
