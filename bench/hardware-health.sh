@@ -14,13 +14,7 @@ out=${1:-${OUT:-/tmp/gpunode-health}}
 torch_bin=${TORCH_BIN:-/opt/torch/.venv/bin}
 mkdir -p "$out"
 exec > >(tee "$out/run.log") 2>&1
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
+. bench/hardware-env.sh
 export GPUNODE_STATE_DIR=$out/state GPUNODE_CACHE_DIR=$out/cache
 gn() { echo "\$ gpunode $*"; python3 -m gpunode "$@"; echo "[exit $?]"; }
 n=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)

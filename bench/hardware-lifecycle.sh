@@ -11,13 +11,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-/tmp/gpunode-lifecycle}
 mkdir -p "$out"
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
+. bench/hardware-env.sh
 export GPUNODE_STATE_DIR=$out/state GPUNODE_CACHE_DIR=$out/cache
 inv=$out/inventory.yaml
 cat >"$inv" <<'YAML'

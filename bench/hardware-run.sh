@@ -20,14 +20,7 @@ log="$out/run.log"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONUNBUFFERED=1
 
-wheels=${WHEELS:-.whl}  # WHEELS=none: use what this python already has
-if ls "$wheels"/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site "$wheels"/*.whl || exit 1
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
+. bench/hardware-env.sh
 gn() { python3 -m gpunode "$@"; }
 
 step() {  # step NAME FILE CMD...: run, keep stdout+stderr in FILE, log the exit code

@@ -10,9 +10,9 @@
 set -u
 cd "$(dirname "$0")/.."
 unset PYTHONDONTWRITEBYTECODE
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl >/dev/null || exit 1
+. bench/hardware-env.sh
 python3 -m compileall -q /tmp/site "$PWD/gpunode" >/dev/null
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1
 gpus=$(nvidia-smi -L | grep -c '^GPU ')
 inv=$(mktemp -d)/inventory.yaml
 cat >"$inv" <<YAML

@@ -12,13 +12,7 @@ cd "$(dirname "$0")/.."
 out=${1:-/tmp/gpunode-versions}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
+. bench/hardware-env.sh
 export GPUNODE_STATE_DIR=$out/state GPUNODE_CACHE_DIR=$out/cache
 inv=$(mktemp -d)
 

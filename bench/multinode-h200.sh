@@ -20,13 +20,7 @@ port=${RDZV_PORT:-29500}
 mkdir -p "$out"
 exec > >(tee "$out/run.log") 2>&1
 
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
+. bench/hardware-env.sh
 export GPUNODE_STATE_DIR=$out/state GPUNODE_CACHE_DIR=$out/cache
 
 {
