@@ -54,10 +54,10 @@ def test_tensorrt_converges_a_second_apply_changes_nothing_and_a_pin_moves_it(
     # plan and --check read, and write nothing
     before = lab.tree(HOST)
     planned = lab.gpunode("plan", str(inv), "--limit", HOST)
-    assert planned.returncode in (0, 2), planned.stderr
+    assert planned.returncode == 0, planned.stdout + planned.stderr
     assert "libnvinfer10=10.14.1.48-1+cuda13.0" in planned.stdout
     checked = lab.gpunode("apply", str(inv), "--limit", HOST, "--check", "--yes")
-    assert checked.returncode in (0, 2), checked.stderr
+    assert checked.returncode == 0, checked.stdout + checked.stderr
     assert lab.tree(HOST) == before
 
     code, evs = apply(lab, inv, "--limit", HOST)
