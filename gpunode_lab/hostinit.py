@@ -210,9 +210,6 @@ def build_root(spec: dict[str, Any]) -> None:
     mount("/dev", f"{m}/dev", None, MS_BIND | MS_REC)
     mount("shm", f"{m}/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
     mount("run", f"{m}/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=755,size=64m")
-    # /tmp is the host's own and empty at each boot, as Ubuntu's tmpfiles.d clears it: not
-    # the machine's /tmp seen through the lower layer
-    mount("tmp", f"{m}/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=1g")
     for hidden in spec["mask"]:  # the lab's own state: other hosts' disks, the client key
         if os.path.isdir(f"{m}{hidden}"):
             mount("gpunode-lab-mask", f"{m}{hidden}", "tmpfs", 0, "size=4k,mode=700")
