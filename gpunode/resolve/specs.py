@@ -94,5 +94,5 @@ def pick_build(available: Iterable[str], spec: str, toolkit: str) -> str | None:
     builds = sorted(
         (v for v in fitting if release_of(v) == top), key=lambda v: dotted_key(build_cuda(v) or "")
     )
-    older = [v for v in builds if compare_dotted(build_cuda(v) or "", toolkit) <= 0]
+    older = [v for v in builds if fits_toolkit(v, toolkit)]
     return (older or builds)[-1]
