@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 from gpunode_lab import hostinit, procs
-from gpunode_lab.repo import catalog_kernel
+from gpunode_lab.repo import catalog_kernel, nvidia_repo
 from gpunode_lab.repo.deb import deb_bytes
 from gpunode_lab.standins import (
     CONTAINERD,
@@ -411,7 +411,7 @@ def _newer_kernel(host: FaultyHost, f: dict[str, Any], knob: str, value: Any, of
     points /boot/vmlinuz at it, as an unattended kernel update does."""
     pid = _running(host)
     release = catalog_kernel.newer_kernel()
-    pkg = catalog_kernel.image_package(release, catalog_kernel.kernels()[release])
+    pkg = catalog_kernel.image_package(release, nvidia_repo.kernels()[release])
     deb = f"/tmp/gpunode-lab-{pkg.filename}"
     with open(f"/proc/{pid}/root{deb}", "wb") as fh:
         fh.write(deb_bytes(pkg))

@@ -22,11 +22,6 @@ def boot_kernel() -> str:
     return next(iter(nvidia_repo.kernels()))
 
 
-def kernels() -> dict[str, str]:
-    """Ubuntu kernel release -> the Debian version of its linux-image and linux-headers."""
-    return nvidia_repo.kernels()
-
-
 def newer_kernel() -> str:
     """The kernel `newer-kernel` installs: the last the lab's data lists."""
     return list(nvidia_repo.kernels())[-1]
@@ -105,7 +100,7 @@ def dkms_package() -> Package:
 
 def kernel_packages() -> list[Package]:
     out = [dkms_package()]
-    for release, version in kernels().items():
+    for release, version in nvidia_repo.kernels().items():
         if release != boot_kernel():  # the image's own
             out.append(image_package(release, version))
         out.append(headers_package(release, version))

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from gpunode_lab.repo.catalog_driver import smi_script
-from gpunode_lab.repo.catalog_kernel import kernels
 from gpunode_lab.repo.deb import LIBDIR, Package, Payload, control_text, deb_bytes
+from gpunode_lab.repo.nvidia_repo import kernels
 from gpunode_lab.state import UBUNTU
 
 DATA_FILE = "ubuntu_archive.yaml"
