@@ -37,7 +37,7 @@ def too_deep() -> str:
 def scanner() -> Any:
     from ruamel.yaml.scanner import Scanner, ScannerError
 
-    class _Scanner(Scanner):  # type: ignore[misc]
+    class _Scanner(Scanner):  # type: ignore[misc, unused-ignore]  # Any where ruamel ships no types
         # Deep flow nesting (`[[[[...`) costs the scanner quadratic time before the
         # parser sees the depth: stop at the first bracket too many.
         def fetch_flow_collection_start(self, token: Any, to_push: str) -> None:

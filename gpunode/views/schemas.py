@@ -84,7 +84,7 @@ def _doc(cls: type) -> str | None:
 def _model(name: str, doc: str | None, base: Any = None, /, **fields: Any) -> type[BaseModel]:
     """A model made at run time: strict unless `base` says otherwise."""
     config = None if base is not None else STRICT
-    model: type[BaseModel] = create_model(  # type: ignore[call-overload]
+    model: type[BaseModel] = create_model(  # type: ignore[call-overload, unused-ignore]
         name, __config__=config, __base__=base, __doc__=doc, **fields
     )
     return model
