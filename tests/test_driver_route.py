@@ -1,7 +1,8 @@
 """The driver branch's route from the inventory to the apt command, as docs/architecture.md
 draws it: the branch is read where the inventory defines it, where compat/driver.py says
 what it means, where resolve picks its release and where it is shown, and nowhere else; the
-driver role reads what compat/driver.py made of it (`DriverNames`), never the branch."""
+driver role reads what resolve made of it (`DriverPin`: the packages at the release), never
+the branch, and names no package itself."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import re
 from pathlib import Path
 
 from gpunode.compat import driver_names
+from gpunode.facts.model import HostFacts, Kernels
 from gpunode.inventory.model import Driver
+from gpunode.resolve.resolver import driver_pin
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -47,22 +50,26 @@ def test_the_branch_is_read_only_where_the_route_says() -> None:
     assert set(found) == set(READS_THE_BRANCH), "a file of the route no longer reads it"
 
 
-def test_the_driver_role_reads_names_not_the_branch() -> None:
+def test_the_driver_role_reads_the_pin_not_the_branch() -> None:
     role = REPO / "roles" / "driver"
+    reads = 0
     for path in sorted(role.rglob("*")):
         if not path.is_file():
             continue
         for n, line in enumerate(path.read_text().splitlines(), 1):
             code = line.split("#", 1)[0]
             assert "stack.driver.branch" not in code, f"{path}:{n}: reads the branch"
-            calls = set(re.findall(r"compat\.(\w+)", code))
-            assert calls <= {"driver_names"}, f"{path}:{n}: compat.{calls} outside DriverNames"
+            assert "compat." not in code, f"{path}:{n}: asks compat: the DriverPin has it"
+            assert "| pin" not in code, f"{path}:{n}: pins a name: DriverPin.packages are"
+            reads += "resolved.driver" in code
+    assert reads == 1, "the role reads resolve's DriverPin once, in defaults.yaml"
 
 
 def test_route_is_documented_file_by_file() -> None:
     doc = (REPO / "docs" / "architecture.md").read_text()
     section = doc.split("## Following the driver branch", 1)[1].split("\n## ", 1)[0]
-    for path in (*READS_THE_BRANCH, "roles/driver/defaults.yaml", "gpunode/roles/ops/apt.py"):
+    route = (*READS_THE_BRANCH, "roles/driver/defaults.yaml", "gpunode/roles/ops/apt.py")
+    for path in route:
         assert path.removeprefix("gpunode/") in section, path
 
 
@@ -92,3 +99,18 @@ def test_one_object_names_every_package_of_a_branch() -> None:
     assert ubuntu.modules(["6.8.0-40-generic", nxt], offered) == [
         f"linux-modules-nvidia-570-server-open-{nxt}"
     ]
+
+
+def test_the_pin_holds_every_package_at_the_release() -> None:
+    running, nxt = "6.8.0-45-generic", "6.8.0-51-generic"
+    facts = HostFacts(kernel=running, kernels=Kernels(installed=[running, nxt], next_boot=nxt))
+    nvidia = driver_pin(Driver(branch="580", flavor="open"), "580.95.05", facts)
+    assert nvidia.packages == ("nvidia-open-580=580.95.05-*", "libnvidia-compute-580=580.95.05-*")
+    assert nvidia.fabricmanager == "nvidia-fabricmanager-580=580.95.05-*"
+
+    # Ubuntu's signed modules carry the kernel's version: unpinned, ahead of the user space
+    modules = f"linux-modules-nvidia-570-open-{nxt}"
+    facts.apt_versions = {modules: ["6.8.0-51.52+1"], "nvidia-utils-570": ["570.172.08-0ubuntu1"]}
+    ubuntu = driver_pin(Driver(source="ubuntu", branch="570", headless=True), "570.172.08", facts)
+    assert ubuntu.packages[0] == modules
+    assert ubuntu.packages[1:] == tuple(f"{n}=570.172.08-*" for n in ubuntu.names.install)

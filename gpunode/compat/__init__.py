@@ -23,7 +23,6 @@ from gpunode.compat.rules import (
 TEMPLATE_FUNCTIONS: dict[str, Callable[..., Any]] = {
     f.__name__: f
     for f in (
-        driver_names,
         toolkit_package,
         toolkit_ubuntu,
         cudnn_names,

@@ -1,6 +1,6 @@
 """What a driver branch means: its packages' names for its source and flavour (one
 `DriverNames`), the CUDA it runs, and what refuses it. Every other module asks here; the
-driver role reads one `compat.driver_names(stack.driver)` and never the branch itself.
+driver role reads what resolve makes of it (`DriverPin`), never the branch.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ the installed version that satisfies a spec or else the newest the repository of
 from gpunode.resolve.resolver import (
     Catalog,
     CatalogFor,
+    DriverPin,
     IndexNeeded,
     IndexUnavailable,
     Pin,
@@ -20,6 +21,7 @@ from gpunode.resolve.resolver import (
 __all__ = [
     "Catalog",
     "CatalogFor",
+    "DriverPin",
     "IndexNeeded",
     "IndexUnavailable",
     "Pin",

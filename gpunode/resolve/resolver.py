@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from gpunode.compat import cudnn_names, toolkit_package
-from gpunode.compat.driver import driver_names, in_branch
+from gpunode.compat.driver import DriverNames, driver_names, in_branch
 from gpunode.compat.rules import tensorrt_packages
 from gpunode.facts.model import HostFacts
 from gpunode.inventory.model import Driver, Host, TensorRT
@@ -78,9 +78,29 @@ class TensorRTPin:
     hold: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class DriverPin:
+    """The driver's exact release and all that apt is told of it: the driver role reads
+    this alone, never the branch."""
+
+    release: str
+    """The upstream release, "580.95.05"."""
+    names: DriverNames
+    """What the branch is called in its source's repository (gpunode.compat.driver)."""
+    packages: tuple[str, ...]
+    """What apt installs: every package at the release ("nvidia-open-580=580.95.05-*"),
+    after Ubuntu's signed modules for each kernel (source: ubuntu)."""
+    fabricmanager: str
+    """NVSwitch systems' Fabric Manager, at the release."""
+    preinstalled: bool = False
+    """The release is loaded and answering but dpkg does not know it (the machine image or
+    NVIDIA's .run installer put it there): it is taken as it is, since installing the
+    repository's packages over it would replace working files."""
+
+
 @dataclass
 class Resolved:
-    driver: str | None = None  # the release, "550.163.01"
+    driver: DriverPin | None = None
     cudnn: Pin | None = None
     nccl: Pin | None = None
     container_toolkit: str | None = None  # the Debian version, "1.17.8-1"
@@ -107,7 +127,8 @@ def resolve(
     if stack.driver:
         # Ubuntu's archive: what the host's apt offers, read with the facts
         ubuntu = _from_apt(stack.driver, facts) if stack.driver.source == "ubuntu" else None
-        out.driver = _driver(host, facts, ubuntu or source, out.notes)
+        release = _driver(host, facts, ubuntu or source, out.notes)
+        out.driver = driver_pin(stack.driver, release, facts)
     toolkit = stack.cuda.default_toolkit if stack.cuda else None
     if stack.cuda:
         for cuda in stack.cuda.toolkits:
@@ -240,6 +261,24 @@ def _driver(
     release = upstream(best)
     notes.append(f"driver: {release}, the newest {d.branch} in {cat.where}")
     return release
+
+
+def driver_pin(driver: Driver, release: str, facts: HostFacts) -> DriverPin:
+    """`release` as apt installs it. Ubuntu's modules package has the kernel's version (and
+    depends on the release it was built for), so it goes unpinned."""
+    names = driver_names(driver)
+
+    def at(*packages: str) -> tuple[str, ...]:
+        return tuple(f"{p}={release}-*" for p in packages)
+
+    modules = names.modules(facts.dkms_kernels, facts.apt_versions)
+    preinstalled = (
+        facts.module.version == facts.smi.driver_version == release
+        and facts.module.flavor == driver.flavor
+        and facts.package(names.userspace) is None
+    )
+    packages = (*modules, *at(*names.install))
+    return DriverPin(release, names, packages, at(names.fabricmanager)[0], preinstalled)
 
 
 def installed_driver(host: Host, facts: HostFacts) -> str | None:

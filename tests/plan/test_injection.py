@@ -18,6 +18,7 @@ from gpunode.changes import HostPlan
 from gpunode.facts.model import HostFacts, Package
 from gpunode.inventory import Host, load
 from gpunode.resolve import Resolved
+from gpunode.resolve.resolver import driver_pin
 from gpunode.roles import search_path
 from gpunode.roles.loader import RoleError
 from gpunode.roles.walk import walk
@@ -99,7 +100,9 @@ def test_a_hostile_resolved_version_is_refused_by_the_operation(host: Host, vers
     index, a bug) is checked by the operation itself."""
     facts = fresh_facts()
     with pytest.raises(RoleError) as err:
-        list(walk(host, facts, search_path(None), resolved=Resolved(driver=version)))
+        assert host.stack.driver is not None
+        pin = driver_pin(host.stack.driver, version, facts)
+        list(walk(host, facts, search_path(None), resolved=Resolved(driver=pin)))
     why = str(err.value)
     assert "roles/driver/tasks.yaml:" in why and ": apt_packages: packages.0.version: " in why
     assert "is not a Debian version" in why

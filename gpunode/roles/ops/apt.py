@@ -281,7 +281,7 @@ class AptPackagesArgs(Args):
     @field_validator("packages", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
-        if not isinstance(value, list):
+        if not isinstance(value, (list, tuple)):  # a tuple: from Python data (DriverPin)
             return value
         out: list[Any] = []
         for item in value:
