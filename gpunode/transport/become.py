@@ -22,11 +22,11 @@ import base64
 import re
 import secrets
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from gpunode.transport.base import BecomeError, Transport, TransportError, join
+from gpunode.transport.base import BecomeError, CommandResult, Transport, TransportError, join
 from gpunode.transport.secret import Secret
 
 
@@ -101,9 +101,10 @@ class Become:
             "sudo -n -H" if self.password is None else f"sudo -H -S -p {shlex.quote(self.prompt)}"
         )
         command = f"{sudo} -- sh -c {shlex.quote(inner)}"
-        # no echo of what is typed (the password, should sudo not turn echo off itself),
-        # and no \r added to the output's line ends
-        return f"stty -echo -onlcr 2>/dev/null; {command}" if self.pty else command
+        # the terminal's line discipline as a login's (ssh over a ControlMaster gives it
+        # zeroed modes: raw, no ^D), with no echo of what is typed (the password, should
+        # sudo not turn echo off itself) and no \r added to the output's line ends
+        return f"stty sane -echo -onlcr 2>/dev/null; {command}" if self.pty else command
 
     def stdin_bytes(self, data: bytes | None) -> bytes:
         """The command's stdin as it must be written: on a terminal, base64 lines then ^D
@@ -172,6 +173,32 @@ def prepare(
         return shown, script, None
     become = Become(become_as, password)
     return shown, become.wrap(script), become
+
+
+def become_run(
+    attempt: Callable[[str, str, Become | None], CommandResult],
+    command: str | Sequence[str],
+    env: dict[str, str] | None,
+    user_at_host: str | None,
+    password: Secret | None,
+    pty: bool,
+) -> tuple[CommandResult, bool]:
+    """A transport's `run` through sudo for `user_at_host` (None: as the login user), on a
+    terminal when `pty`: `attempt(shown, script, become)` runs the host's `sh -c script`.
+    sudoers' requiretty refuses sudo without a terminal, having run nothing: the command
+    then runs again on one. Returns its result and whether the host's later commands need
+    a terminal too."""
+    shown, script, _ = prepare(command, env, None, None)
+    if user_at_host is None:
+        return attempt(shown, script, None), pty
+    become = Become(user_at_host, password, pty=pty)
+    try:
+        return attempt(shown, become.wrap(script), become), pty
+    except BecomeError:
+        if pty or not become.needs_tty:
+            raise
+    become = Become(user_at_host, password, pty=True)
+    return attempt(shown, become.wrap(script), become), True
 
 
 def read_with_sudo(transport: Transport, path: str) -> bytes:

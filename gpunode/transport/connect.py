@@ -78,7 +78,13 @@ def _open(host: Host, become_password: Secret | None) -> Transport:
         from gpunode.transport.openssh import OpenSSHTransport
 
         assert host.address is not None
-        return OpenSSHTransport(host.name, host.address, host.ssh, become_password=become_password)
+        return OpenSSHTransport(
+            host.name,
+            host.address,
+            host.ssh,
+            become_password=become_password,
+            become_pty=host.become_pty,
+        )
     if host.connection == "ssh" and (problem := paramiko_problem()):
         from gpunode.transport.base import HostUnreachableError
 

@@ -81,8 +81,10 @@ def drive(
             start_command()
         return text
 
-    # Without a pending password exchange, stdin can go at once.
-    waiting_for_sudo = become is not None and become.password is not None
+    # Without a pending password exchange, stdin can go at once; but not to a terminal:
+    # what reaches it before the command starts is echoed (stty -echo has not run yet)
+    # and its ^D is read by sudo's relay, so the command would never see its end of file.
+    waiting_for_sudo = become is not None and (become.password is not None or become.pty)
     if not waiting_for_sudo:
         start_command()
     finished = False

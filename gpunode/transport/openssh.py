@@ -26,6 +26,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
+from functools import partial
 
 from gpunode.inventory.model import SshSettings
 from gpunode.transport.base import (
@@ -34,7 +35,7 @@ from gpunode.transport.base import (
     OutputCallback,
     TransportError,
 )
-from gpunode.transport.become import prepare, read_with_sudo
+from gpunode.transport.become import Become, become_run, read_with_sudo
 from gpunode.transport.driver import drive
 from gpunode.transport.pipes import PipeProcess
 from gpunode.transport.secret import Secret, child_env
@@ -62,11 +63,14 @@ class OpenSSHTransport:
         ssh: SshSettings,
         *,
         become_password: Secret | None = None,
+        become_pty: bool = False,
     ) -> None:
         self.name = name
         self.address = address
         self.settings = ssh
         self._password = become_password
+        self._pty = become_pty
+        """sudo'ed commands run on a terminal: set by become_pty, or once sudo asked for one."""
         self._lock = threading.Lock()
         self._dir: str | None = None
         self._login_user: str | None = None  # passed when the inventory and config name none
@@ -204,10 +208,25 @@ class OpenSSHTransport:
     ) -> CommandResult:
         self.connect()
         become_as = f"{self.user}@{self.name}" if sudo and self.user != "root" else None
-        cmd, script, become = prepare(command, env, become_as, self._password)
+        limit = timeout if timeout is not None else self.settings.command_timeout
+        attempt = partial(self._exec, stdin=stdin, limit=limit, on_output=on_output)
+        res, self._pty = become_run(attempt, command, env, become_as, self._password, self._pty)
+        return res
+
+    def _exec(
+        self,
+        cmd: str,
+        script: str,
+        become: Become | None,
+        stdin: bytes | None,
+        limit: float | None,
+        on_output: OutputCallback | None,
+    ) -> CommandResult:
+        """`sh -c script` on the host (sudo's wrapping done), on a terminal for `become.pty`."""
+        tty = ("-tt",) if become is not None and become.pty else ("-T",)
         ssh = self._command()
         argv = [
-            *ssh.argv("-o", "LogLevel=ERROR", login_user=self._login_user, master="no"),
+            *ssh.argv("-o", "LogLevel=ERROR", *tty, login_user=self._login_user, master="no"),
             *ssh.destination(),
             f"sh -c {shlex.quote(script)}",
         ]
@@ -216,7 +235,7 @@ class OpenSSHTransport:
             PipeProcess(argv, env=self._env()),
             shown=cmd,
             stdin=stdin,
-            timeout=timeout if timeout is not None else self.settings.command_timeout,
+            timeout=limit,
             on_output=on_output,
             become=become,
             idle=self.inactivity_timeout,

@@ -16,17 +16,17 @@ import socket
 import threading
 import time
 from collections.abc import Sequence
+from functools import partial
 
 from gpunode.inventory.model import SshSettings
 from gpunode.transport._paramiko import paramiko
 from gpunode.transport.base import (
-    BecomeError,
     CommandResult,
     HostUnreachableError,
     OutputCallback,
     TransportError,
 )
-from gpunode.transport.become import Become, prepare, read_with_sudo
+from gpunode.transport.become import Become, become_run, read_with_sudo
 from gpunode.transport.driver import drive
 from gpunode.transport.hostkeys import (
     HostKeyChangedError,
@@ -282,19 +282,10 @@ class SSHTransport:
             self.connect()
             if self.endpoint is not None and self.endpoint.user != "root":
                 become_as = self._user_at_host()
-        # sudo's wrapping happens in _exec: a requiretty refusal runs the command again on a pty
-        cmd, script, _ = prepare(command, env, None, None)
-        become = Become(become_as, self._password, pty=self._pty) if become_as else None
         limit = timeout if timeout is not None else self.settings.command_timeout
-        try:
-            return self._exec(cmd, script, become, stdin, limit, on_output)
-        except BecomeError:
-            if become is None or become.pty or not become.needs_tty:
-                raise
-        # sudoers' requiretty: sudo ran nothing; this command and every later one get a pty
-        self._pty = True
-        become = Become(self._user_at_host(), self._password, pty=True)
-        return self._exec(cmd, script, become, stdin, limit, on_output)
+        attempt = partial(self._exec, stdin=stdin, limit=limit, on_output=on_output)
+        res, self._pty = become_run(attempt, command, env, become_as, self._password, self._pty)
+        return res
 
     def _exec(
         self,
@@ -305,8 +296,7 @@ class SSHTransport:
         limit: float | None,
         on_output: OutputCallback | None,
     ) -> CommandResult:
-        if become is not None:
-            script = become.wrap(script)
+        """`sh -c script` on the host (sudo's wrapping done), on a terminal for `become.pty`."""
         t = self._transport()
         try:
             chan = t.open_session(timeout=self.settings.connect_timeout)

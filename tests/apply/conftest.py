@@ -34,14 +34,15 @@ class Lab:
     def upper(self, host: str) -> Path:
         return self.dir / "disk" / "hosts" / host / "upper"
 
-    def inventory(self, tmp: Path, **stack: Any) -> Path:
-        """The lab's inventory with `defaults.stack` keys replaced."""
+    def inventory(self, tmp: Path, ssh: dict[str, Any] | None = None, **stack: Any) -> Path:
+        """The lab's inventory with `defaults.stack` keys (and `defaults.ssh` keys) replaced."""
         from ruamel.yaml import YAML
 
         yaml = YAML()
         doc = yaml.load(self.inventory_text)
         for key, value in stack.items():
             doc["defaults"]["stack"][key] = value
+        doc["defaults"]["ssh"].update(ssh or {})
         tmp.mkdir(parents=True, exist_ok=True)
         path = tmp / "inventory.yaml"
         with path.open("w") as fh:

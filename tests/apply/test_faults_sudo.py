@@ -133,11 +133,11 @@ def test_a_wrong_password_fails_within_seconds(pwlab: Lab, tmp_path: Path) -> No
     assert b"not the password" not in res.stdout.encode() + res.stderr.encode()
 
 
-def inventory_with(lab: Lab, tmp: Path, **settings: Any) -> Path:
-    """The lab's inventory (STACK) with more `defaults` keys set."""
+def inventory_with(lab: Lab, tmp: Path, ssh: dict[str, Any] | None = None, **settings: Any) -> Path:
+    """The lab's inventory (STACK) with more `defaults` keys (and `ssh` keys) set."""
     from ruamel.yaml import YAML
 
-    inv = lab.inventory(tmp, **STACK)
+    inv = lab.inventory(tmp, ssh, **STACK)
     yaml = YAML()
     doc = yaml.load(inv.read_text())
     doc["defaults"].update(settings)
@@ -159,11 +159,15 @@ def assert_secret_kept(lab: Lab, out: str, err: str, password: str = PASSWORD) -
 PROFILE = "/etc/profile.d/gpunode-cuda.sh"
 
 
+@pytest.mark.parametrize("transport", ["paramiko", "openssh"])
 @pytest.mark.parametrize("how", ["detected", "become_pty"])
 def test_requiretty_runs_sudo_on_a_terminal_without_echoing_the_password(
-    pwlab: Lab, tmp_path: Path, how: str
+    pwlab: Lab, tmp_path: Path, how: str, transport: str
 ) -> None:
-    inv = inventory_with(pwlab, tmp_path, **({"become_pty": True} if how == "become_pty" else {}))
+    """paramiko asks for a pty; OpenSSH's `ssh -tt` rides the ControlMaster, which hands the
+    terminal zeroed modes (raw: no ^D) that the command sets right before sudo starts."""
+    pty = {"become_pty": True} if how == "become_pty" else {}
+    inv = inventory_with(pwlab, tmp_path, ssh={"transport": transport}, **pty)
     as_root(inv, "printf 'profile\\n' > " + PROFILE)  # a file to be rewritten whole
     want = pwlab.upper(HOST) / PROFILE.lstrip("/")
     as_root(inv, "printf 'Defaults requiretty\\n' > /etc/sudoers.d/zz-requiretty")

@@ -85,5 +85,5 @@ def test_on_a_terminal_stdin_goes_base64_then_eof_and_the_prompt_is_on_stdout() 
     alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=\n"
     assert set(sent[:-1]) <= set(alphabet)  # nothing a terminal's line editing acts on
     assert b.stream == "stdout" and become().stream == "stderr"
-    assert b.wrap("true").startswith("stty -echo -onlcr 2>/dev/null; sudo -H -S -p ")
+    assert b.wrap("true").startswith("stty sane -echo -onlcr 2>/dev/null; sudo -H -S -p ")
     assert become().stdin_bytes(data) == data
