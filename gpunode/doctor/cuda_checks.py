@@ -61,6 +61,10 @@ def libs_not_found(i: Inputs) -> list[Hit]:
     return hits
 
 
+# cuDNN, NCCL and TensorRT's runtime libraries: one build per CUDA major
+_CUDA_BUILT = re.compile(r"libcudnn\d+-cuda-\d+|libnccl2|libnvinfer\d+")
+
+
 def _pkg_cuda_major(name: str, version: str) -> str | None:
     m = re.fullmatch(r"libcudnn\d+-cuda-(\d+)", name) or re.search(r"\+cuda(\d+)\.", version)
     return m.group(1) if m else None
@@ -72,7 +76,7 @@ def libs_other_cuda(i: Inputs) -> list[Hit]:
         return []
     hits = []
     for name, pkg in sorted(i.facts.packages.items()):
-        if not pkg.installed or not re.fullmatch(r"libcudnn\d+-cuda-\d+|libnccl2", name):
+        if not pkg.installed or not _CUDA_BUILT.fullmatch(name):
             continue
         major = _pkg_cuda_major(name, pkg.version)
         if major and major != cuda.split(".")[0]:

@@ -85,8 +85,10 @@ RULES: tuple[Rule, ...] = (
          cu.nvcc_not_on_path),
     Rule("cuda.lib-not-found", "warning", "a CUDA library is not found by the dynamic linker",
          ENV + " (it writes ld.so.conf.d), or `sudo ldconfig`", cu.libs_not_found),
-    Rule("cuda.lib-other-cuda", "warning", "cuDNN or NCCL built for another CUDA major",
-         "declare the cuDNN/NCCL of the default toolkit's CUDA in the stack and run " + APPLY,
+    Rule("cuda.lib-other-cuda", "warning",
+         "cuDNN, NCCL or TensorRT built for another CUDA major",
+         "declare the cuDNN/NCCL/TensorRT of the default toolkit's CUDA in the stack and run "
+         + APPLY,
          cu.libs_other_cuda),
     Rule("cuda.toolkit-newer-than-driver", "error",
          "the default toolkit needs a newer driver", APPLY, cu.toolkit_newer_than_driver),

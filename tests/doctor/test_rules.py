@@ -206,6 +206,18 @@ def test_cudnn_for_another_cuda_major() -> None:
     assert "built for CUDA 12" in f.title and f.evidence.startswith("libcudnn9-cuda-12\t")
 
 
+def test_tensorrt_for_another_cuda_major() -> None:
+    facts = parse_facts(FACTS)
+    some = next(iter(facts.packages.values()))
+    facts.packages["libnvinfer10"] = some.model_copy(
+        update={"name": "libnvinfer10", "version": "10.13.3.9-1+cuda12.9"}
+    )
+    f = one(run(facts), "cuda.lib-other-cuda")
+    assert f.title == "libnvinfer10 is built for CUDA 12, the default toolkit is 13.0", f.title
+    facts.packages["libnvinfer10"].version = "10.14.1.48-1+cuda13.0"  # the toolkit's: fine
+    assert not any(f.rule == "cuda.lib-other-cuda" for f in run(facts))
+
+
 def test_low_disk() -> None:
     facts = parse_facts(FACTS)
     facts.disks = [Disk(path="/", free_bytes=2**29, total_bytes=2**35)]
