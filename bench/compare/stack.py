@@ -86,9 +86,10 @@ def declared(inventory: Path, repo_dir: Path, ubuntu: str) -> dict[str, Any]:
 
     # The versions gpunode resolves for a fresh host from this repository's own index.
     resolved = _resolve(host, repo_dir / slug / "x86_64" / "Packages", ubuntu)
-    driver_version = resolved.driver
-    driver_names = compat.driver_names(stack.driver).install
-    driver = {n: resolve(n, f"{driver_version}-*", versions) for n in driver_names}
+    if resolved.driver is None:
+        raise ValueError(f"{inventory}: no driver release resolved")
+    pin = resolved.driver
+    driver = {n: resolve(n, f"{pin.release}-*", versions) for n in pin.names.install}
     cudnn, nccl = resolved.cudnn, resolved.nccl
     if cudnn is None or nccl is None or cudnn.dev is None:
         raise ValueError(f"no cuDNN {stack.cudnn} / NCCL {stack.nccl} build for CUDA {cuda}")
