@@ -15,6 +15,7 @@ import json
 import os
 import queue
 import signal
+import socket
 import socketserver
 import subprocess
 import sys
@@ -43,6 +44,20 @@ def _die_with_parent() -> None:
 
 def log(msg: str) -> None:
     print(f"{time.strftime('%H:%M:%S')} {msg}", flush=True)
+
+
+def _until_refused(address: str, port: int, within: float = 10.0) -> None:
+    """Until the host's sshd has stopped (init stops it once signalled): `lab fault HOST
+    refuse` returns with connections refused, not about to be."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection((address, port), timeout=0.5).close()
+        except ConnectionRefusedError:
+            return
+        except OSError:
+            pass
+        time.sleep(0.05)
 
 
 class Host:
@@ -170,6 +185,8 @@ class Supervisor:
         pid = host.init_pid
         if signal_init and pid is not None:
             os.kill(pid, signal.SIGUSR1)
+            if not want["run"] and not stall:
+                _until_refused(host.address, port)
         if stall and host.stall is None:
             host.stall = faults.bind_retry(lambda: faults.StallListener(host.address, port))
         if delay and host.relay is None:

@@ -134,8 +134,11 @@ def packages(inv: Path, name: str) -> dict[str, tuple[str, bool]]:
     """name -> (version, held) as dpkg's database has them."""
     held = set(on_host(inv, name, "apt-mark showhold").split())
     out = {}
-    for line in on_host(inv, name, DPKG).splitlines():
-        pkg, version, status = line.split(" ", 2)
+    listed = on_host(inv, name, DPKG)
+    for line in listed.splitlines():
+        fields = line.split(" ", 2)
+        assert len(fields) == 3, f"dpkg-query printed {line!r} in:\n{listed[-3000:]}"
+        pkg, version, status = fields
         if status.startswith("ii") or status.startswith("hi"):
             out[pkg] = (version, pkg in held)
     return out
