@@ -3,8 +3,8 @@
 The lab layer (base/) holds what every host shares: the Ubuntu skeleton (skeleton.py),
 the Ubuntu release files, the
 `ubuntu` login user, sudoers, sshd settings, the stand-in programs, an apt
-configuration emptied of the machine's own mirrors, and a frozen copy of the machine's
-dpkg database. Each host's upper layer starts
+configuration emptied of the machine's own mirrors, and the dpkg database of a real Ubuntu
+host (dpkgdb.py). Each host's upper layer starts
 with only its identity: hostname, machine-id, host keys and simulated GPUs.
 """
 
@@ -16,6 +16,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from gpunode_lab import dpkgdb
 from gpunode_lab.gpumodels import MODELS, gpus_document
 from gpunode_lab.repo.catalog_kernel import boot_kernel
 from gpunode_lab.skeleton import write_skeleton
@@ -189,7 +190,11 @@ def build_base(paths: LabPaths, cfg: LabConfig, client_pub: str, password_hash: 
     for name in MACHINE_HOST_KEYS:
         if os.path.lexists(f"/etc/ssh/{name}"):
             _whiteout(base / "etc/ssh" / name)
-    _freeze_dpkg(base)
+    if dpkgdb.has_capture(cfg.ubuntu):
+        _opaque_dir(base / "var/lib/dpkg")
+        dpkgdb.install(base, cfg.ubuntu)
+    else:
+        _freeze_dpkg(base)
     # A fresh Ubuntu has no CUDA and no pip configuration: hide the machine's.
     for name in MACHINE_ONLY:
         for found in sorted(Path("/").glob(name)):
@@ -212,7 +217,8 @@ def build_base(paths: LabPaths, cfg: LabConfig, client_pub: str, password_hash: 
 
 
 def _freeze_dpkg(base: Path) -> None:
-    """The hosts get a copy of the machine's dpkg database as it is now, not a view of it:
+    """For a release the lab has no capture of, the hosts get a copy of the machine's dpkg
+    database as it is now, not a view of it:
     a package the machine installs or removes while the lab runs would otherwise show up
     in every host, half-configured states included."""
     target = base / "var/lib/dpkg"

@@ -111,10 +111,10 @@ def test_secure_boot_and_nouveau(lab_hosts, lab_fresh_host):
 
 def test_hold_marks_the_package_in_dpkg(lab_hosts, lab_fresh_host):
     host = lab_fresh_host
-    lab_hosts.fault(host, "hold", "openssh-server")
-    assert lab_hosts.run(host, "apt-mark showhold").stdout.split() == ["openssh-server"]
+    lab_hosts.fault(host, "hold", "openssh-client")
+    assert lab_hosts.run(host, "apt-mark showhold").stdout.split() == ["openssh-client"]
     assert lab_hosts.run(lab_hosts.names[0], "apt-mark showhold").stdout.strip() == ""
-    lab_hosts.fault(host, "hold", "openssh-server", off=True)
+    lab_hosts.fault(host, "hold", "openssh-client", off=True)
     assert lab_hosts.run(host, "apt-mark showhold").stdout.strip() == ""
 
 

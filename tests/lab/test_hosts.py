@@ -183,14 +183,21 @@ def test_sshd_answers_on_each_address_only(lab_hosts):
             assert s.recv(64).startswith(b"SSH-2.0-OpenSSH")
 
 
-def test_dpkg_database_is_a_copy_taken_at_lab_up(lab_hosts, lab_fresh_host):
-    """What the machine's dpkg does while the lab runs never reaches the hosts."""
-    status = lab_hosts.run(lab_fresh_host, "cat /var/lib/dpkg/status").stdout
-    assert status == Path("/var/lib/dpkg/status").read_text()
+def test_dpkg_database_is_ubuntus_whatever_the_machine_has(lab_hosts, lab_fresh_host):
+    """dpkg on a host answers as on the Ubuntu host it was captured from (dpkgdb.py), with no
+    GPU stack; what the machine's dpkg has, or does while the lab runs, never reaches it."""
+    host = lab_fresh_host
+    out = lab_hosts.run(host, "dpkg-query -W -f '${Package} ${Version}\\n' base-files libc6")
+    assert [line.split()[1].split("ubuntu")[0] for line in out.stdout.splitlines()] == [
+        "13", "2.39-0"]  # fmt: skip
+    held = lab_hosts.run(host, "apt-mark showhold; dpkg-query -W 'cuda*' 'libcudnn*' 'libnccl*'",
+                         check=False)  # fmt: skip
+    assert held.stdout == ""
+    assert lab_hosts.run(host, "sudo -n dpkg --audit && sudo -n apt-get check -q").returncode == 0
     probe = Path("/var/lib/dpkg/info") / f"gpunode-lab-probe-{uuid.uuid4().hex[:8]}.list"
     probe.write_text("/nonexistent\n")
     try:
-        seen = lab_hosts.run(lab_fresh_host, f"ls /var/lib/dpkg/info/{probe.name}", check=False)
+        seen = lab_hosts.run(host, f"ls /var/lib/dpkg/info/{probe.name}", check=False)
     finally:
         probe.unlink()
     assert seen.returncode != 0, "a file new in the machine's dpkg database shows in a host"
