@@ -1,10 +1,12 @@
-"""What dpkg says a lab host has installed: a real Ubuntu host's database, not the machine's.
+"""What dpkg and apt say on a lab host: a real Ubuntu host's database and apt settings.
 
-A host's files come from the machine running the lab, but its dpkg database should not:
-`dpkg -l` on a lab host lists what an Ubuntu host of its release had, whatever the machine
-has installed. The database comes from a capture (captures/README.md) of an H200 host on
-Ubuntu 24.04, less what NVIDIA's repository put there, so that every host starts with no
-GPU stack. A release with no capture keeps a frozen copy of the machine's database.
+A host's files come from the machine running the lab, but its dpkg database and apt's
+configuration should not: `dpkg -l` on a lab host lists what an Ubuntu host of its release
+had, and apt runs with the settings Ubuntu's packages ship, whatever the machine has
+installed or configured. Both come from captures (captures/README.md) of an H200 host on
+Ubuntu 24.04. The database is left without what NVIDIA's repository put there, so that
+every host starts with no GPU stack; a release with no capture keeps a frozen copy of the
+machine's database.
 """
 
 from __future__ import annotations
@@ -15,12 +17,14 @@ from importlib import resources
 from pathlib import Path, PurePosixPath
 
 CAPTURES = {"24.04": "ubuntu-24.04-dpkg.tar.xz"}
+# apt's and debconf's own files in /etc/apt (the same files on 22.04) and ubuntu-keyring's keys
+APT_CONFIG = "ubuntu-24.04-apt.tar.xz"
 
 # Everything NVIDIA's CUDA repository publishes names this maintainer (cudatools@nvidia.com);
 # Ubuntu's own packages never do, not even its NVIDIA ones (libxnvctrl0 stays).
 _NVIDIA_MAINTAINER = re.compile(r"^Maintainer:.*@nvidia\.com>?\s*$", re.M)
 _PACKAGE = re.compile(r"^Package: (\S+)$", re.M)
-_ROOTS = ("var/lib/dpkg/", "var/lib/apt/extended_states")
+_ROOTS = ("var/lib/dpkg/", "var/lib/apt/extended_states", "etc/apt/")
 _SCRIPTS = {"preinst", "postinst", "prerm", "postrm", "config"}
 
 
@@ -58,10 +62,7 @@ def _alternative_paths(text: str) -> set[str]:
 
 def install(base: Path, ubuntu: str) -> None:
     """Write the captured database of `ubuntu` under `base` (a directory that becomes /)."""
-    archive = resources.files("gpunode_lab") / "captures" / CAPTURES[ubuntu]
-    with archive.open("rb") as raw, tarfile.open(fileobj=raw, mode="r:xz") as tar:
-        members = {m.name: m for m in tar.getmembers() if m.isfile()}
-        files = {name: _read(tar, m) for name, m in members.items() if _wanted(name)}
+    files = capture(CAPTURES[ubuntu])
     status = files.pop("var/lib/dpkg/status").decode()
     dropped = nvidia_packages(status)
     dropped_paths: set[str] = set()
@@ -84,6 +85,13 @@ def install(base: Path, ubuntu: str) -> None:
     for name in ("available", "statoverride"):
         out.setdefault(f"var/lib/dpkg/{name}", b"")
     _write_all(base, out)
+
+
+def capture(name: str) -> dict[str, bytes]:
+    """The regular files of a capture archive, by their path relative to /."""
+    archive = resources.files("gpunode_lab") / "captures" / name
+    with archive.open("rb") as raw, tarfile.open(fileobj=raw, mode="r:xz") as tar:
+        return {m.name: _read(tar, m) for m in tar.getmembers() if m.isfile() and _wanted(m.name)}
 
 
 def _wanted(name: str) -> bool:

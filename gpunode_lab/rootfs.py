@@ -203,8 +203,16 @@ def build_base(paths: LabPaths, cfg: LabConfig, client_pub: str, password_hash: 
                 if os.path.lexists(hidden):  # in the dpkg copy
                     hidden.unlink()
                 _whiteout(hidden)
-    # apt talks only to the lab repository: no machine mirrors, no machine lists.
+    # apt talks only to the lab repository: no machine mirrors, no machine lists, and runs
+    # with Ubuntu's settings and keys, none of the machine's (Check-Valid-Until off, hooks).
     _write(base / "etc/apt/sources.list", "")
+    for rel in APT_MACHINE_DIRS:
+        _opaque_dir(base / rel)
+    for rel in APT_MACHINE_FILES:
+        if os.path.lexists(f"/{rel}"):
+            _whiteout(base / rel)
+    for rel, data in dpkgdb.capture(dpkgdb.APT_CONFIG).items():
+        _write(base / rel, data)
     _opaque_dir(base / "etc/apt/sources.list.d")
     _opaque_dir(base / "var/lib/apt/lists")
     (base / "var/lib/apt/lists/partial").mkdir()
@@ -214,6 +222,16 @@ def build_base(paths: LabPaths, cfg: LabConfig, client_pub: str, password_hash: 
     _opaque_dir(base / "usr/share/gpunode-lab")
     for rel, text in STANDINS.items():
         _write(base / rel, text, 0o755)
+
+
+APT_MACHINE_DIRS = (
+    "etc/apt/apt.conf.d",
+    "etc/apt/preferences.d",
+    "etc/apt/trusted.gpg.d",
+    "etc/apt/keyrings",
+    "etc/apt/auth.conf.d",
+)
+APT_MACHINE_FILES = ("etc/apt/apt.conf", "etc/apt/trusted.gpg", "etc/apt/auth.conf")
 
 
 def _freeze_dpkg(base: Path) -> None:

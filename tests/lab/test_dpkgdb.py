@@ -79,3 +79,18 @@ def test_alternatives_and_auto_marks_of_the_gpu_stack_are_gone(root: Path) -> No
     assert "Package: libcublas" not in marks and "Package: cuda-" not in marks
     scripts = root / "var/lib/dpkg/info/libc-bin.postinst"
     assert scripts.stat().st_mode & 0o777 == 0o755
+
+
+def test_apt_configuration_is_what_ubuntus_packages_ship(root: Path) -> None:
+    files = dpkgdb.capture(dpkgdb.APT_CONFIG)
+    assert sorted(files) == [
+        "etc/apt/apt.conf.d/01-vendor-ubuntu",
+        "etc/apt/apt.conf.d/01autoremove",
+        "etc/apt/apt.conf.d/70debconf",
+        "etc/apt/trusted.gpg.d/ubuntu-keyring-2012-cdimage.gpg",
+        "etc/apt/trusted.gpg.d/ubuntu-keyring-2018-archive.gpg",
+    ]
+    owners = _query(root, "-S", *(f"/{name}" for name in files))
+    assert owners.returncode == 0, owners.stderr
+    assert sorted({line.split(":")[0] for line in owners.stdout.splitlines()}) == [
+        "apt", "debconf", "ubuntu-keyring"]  # fmt: skip

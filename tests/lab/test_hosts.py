@@ -203,6 +203,23 @@ def test_dpkg_database_is_ubuntus_whatever_the_machine_has(lab_hosts, lab_fresh_
     assert seen.returncode != 0, "a file new in the machine's dpkg database shows in a host"
 
 
+def test_apt_runs_with_ubuntus_settings_not_the_machines(lab_hosts):
+    """apt.conf.d, preferences.d and trusted.gpg.d hold what Ubuntu's packages ship, whatever
+    the machine set (e.g. Check-Valid-Until off, a PackageKit hook) or trusts."""
+    host = lab_hosts.names[0]
+    dirs = "/etc/apt/apt.conf.d /etc/apt/preferences.d /etc/apt/trusted.gpg.d"
+    out = lab_hosts.run(host, f"ls -A {dirs}; test -e /etc/apt/trusted.gpg || echo none")
+    assert out.stdout.split() == [
+        "/etc/apt/apt.conf.d:", "01-vendor-ubuntu", "01autoremove", "70debconf",
+        "/etc/apt/preferences.d:",
+        "/etc/apt/trusted.gpg.d:", "ubuntu-keyring-2012-cdimage.gpg",
+        "ubuntu-keyring-2018-archive.gpg", "none"]  # fmt: skip
+    dump = lab_hosts.run(host, "apt-config dump").stdout
+    assert 'Acquire::Changelogs::AlwaysOnline "true";' in dump  # Ubuntu's 01-vendor-ubuntu
+    assert "Check-Valid-Until" not in dump and "PackageKit" not in dump
+    assert 'DPkg::Pre-Install-Pkgs:: "/usr/sbin/dpkg-preconfigure --apt || true";' in dump
+
+
 def test_hosts_have_an_ubuntu_skeleton_whatever_the_machine_has(lab_hosts):
     """The skeleton is in the lab layer itself, so the hosts have it even where the machine
     (a bare Debian without kmod, grub or dkms) does not; and each host sees all of it. They
