@@ -2,9 +2,10 @@
 
 The lab layer (base/) holds what every host shares: the Ubuntu skeleton (skeleton.py),
 the Ubuntu release files, the
-`ubuntu` login user, sudoers, sshd settings, the stand-in programs, an apt
-configuration emptied of the machine's own mirrors, and the dpkg database of a real Ubuntu
-host (dpkgdb.py). Each host's upper layer starts
+`ubuntu` login user, sudoers, sshd settings, the stand-in programs, Ubuntu's apt
+configuration with none of the machine's mirrors or settings, and the dpkg database of a
+real Ubuntu host (dpkgdb.py); the machine's own files in directories such as /usr/local/bin
+and /etc/ld.so.conf.d are hidden. Each host's upper layer starts
 with only its identity: hostname, machine-id, host keys and simulated GPUs.
 """
 
@@ -77,8 +78,36 @@ def _write(path: Path, text: str | bytes, mode: int = 0o644) -> None:
     os.chmod(path, mode)
 
 
+# Directories whose contents on the machine are the machine's own (its CUDA wrappers in
+# /usr/local/bin, its CUDA library path in ld.so.conf.d, its CA in /usr/local/share, its apt
+# settings and keys): on a host they hold only what the lab layer puts there (the
+# skeleton's files, the stand-ins, Ubuntu's apt files).
+MACHINE_DIRS = (
+    "etc/apt/apt.conf.d",
+    "etc/apt/auth.conf.d",
+    "etc/apt/keyrings",
+    "etc/apt/preferences.d",
+    "etc/apt/trusted.gpg.d",
+    "etc/ld.so.conf.d",
+    "etc/modprobe.d",
+    "etc/modules-load.d",
+    "etc/profile.d",
+    "usr/local/bin",
+    "usr/local/etc",
+    "usr/local/include",
+    "usr/local/lib",
+    "usr/local/sbin",
+    "usr/local/share",
+    "usr/local/src",
+)
+# as base-files and ca-certificates leave them on Ubuntu
+USR_LOCAL_SHARE = ("usr/local/share/ca-certificates", "usr/local/share/man")
+
 # What the machine has that a fresh Ubuntu host would not (globs under /).
 MACHINE_ONLY = (
+    "etc/apt/apt.conf",
+    "etc/apt/auth.conf",
+    "etc/apt/trusted.gpg",
     "usr/local/cuda",
     "usr/local/cuda-*",
     "etc/alternatives/cuda*",
@@ -87,13 +116,11 @@ MACHINE_ONLY = (
     "etc/xdg/pip",
     "root/.config/pip",
     "root/.pip",
-    # no container engine either: `gpunode lab fault HOST container-runtime` installs one
+    # no container engine either (nor in /usr/local/bin, a MACHINE_DIRS): `gpunode lab fault
+    # HOST container-runtime` installs one
     "usr/bin/docker",
     "usr/bin/dockerd",
     "usr/bin/containerd",
-    "usr/local/bin/docker",
-    "usr/local/bin/dockerd",
-    "usr/local/bin/containerd",
     "etc/docker",
     "etc/containerd",
 )
@@ -203,14 +230,13 @@ def build_base(paths: LabPaths, cfg: LabConfig, client_pub: str, password_hash: 
                 if os.path.lexists(hidden):  # in the dpkg copy
                     hidden.unlink()
                 _whiteout(hidden)
-    # apt talks only to the lab repository: no machine mirrors, no machine lists, and runs
-    # with Ubuntu's settings and keys, none of the machine's (Check-Valid-Until off, hooks).
-    _write(base / "etc/apt/sources.list", "")
-    for rel in APT_MACHINE_DIRS:
+    for rel in MACHINE_DIRS:
         _opaque_dir(base / rel)
-    for rel in APT_MACHINE_FILES:
-        if os.path.lexists(f"/{rel}"):
-            _whiteout(base / rel)
+    for rel in USR_LOCAL_SHARE:
+        (base / rel).mkdir(mode=0o755, parents=True, exist_ok=True)
+    # apt talks only to the lab repository (no machine mirrors, no machine lists), with
+    # Ubuntu's settings and keys
+    _write(base / "etc/apt/sources.list", "")
     for rel, data in dpkgdb.capture(dpkgdb.APT_CONFIG).items():
         _write(base / rel, data)
     _opaque_dir(base / "etc/apt/sources.list.d")
@@ -222,16 +248,6 @@ def build_base(paths: LabPaths, cfg: LabConfig, client_pub: str, password_hash: 
     _opaque_dir(base / "usr/share/gpunode-lab")
     for rel, text in STANDINS.items():
         _write(base / rel, text, 0o755)
-
-
-APT_MACHINE_DIRS = (
-    "etc/apt/apt.conf.d",
-    "etc/apt/preferences.d",
-    "etc/apt/trusted.gpg.d",
-    "etc/apt/keyrings",
-    "etc/apt/auth.conf.d",
-)
-APT_MACHINE_FILES = ("etc/apt/apt.conf", "etc/apt/trusted.gpg", "etc/apt/auth.conf")
 
 
 def _freeze_dpkg(base: Path) -> None:

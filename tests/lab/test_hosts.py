@@ -220,6 +220,24 @@ def test_apt_runs_with_ubuntus_settings_not_the_machines(lab_hosts):
     assert 'DPkg::Pre-Install-Pkgs:: "/usr/sbin/dpkg-preconfigure --apt || true";' in dump
 
 
+def test_the_machines_own_files_stay_hidden(lab_hosts):
+    """/usr/local and the configuration directories gpunode writes to hold only what the lab
+    layer puts there, whatever the machine has in them (here: CUDA wrappers such as
+    /usr/local/bin/nvcc, a CUDA ld.so.conf.d entry)."""
+    from gpunode_lab.standins import STANDINS
+
+    host = lab_hosts.names[0]
+    ours = sorted(Path(rel).name for rel in STANDINS if rel.startswith("usr/local/bin/"))
+    listing = lab_hosts.run(
+        host, "ls -A /usr/local/bin; echo --; ls -A /etc/ld.so.conf.d /etc/profile.d "
+        "/usr/local/lib /usr/local/share; command -v nvcc docker || echo none",
+    ).stdout.split("--\n")  # fmt: skip
+    assert listing[0].split() == ours
+    assert listing[1].split() == [
+        "/etc/ld.so.conf.d:", "libc.conf", "x86_64-linux-gnu.conf", "/etc/profile.d:",
+        "/usr/local/lib:", "/usr/local/share:", "ca-certificates", "man", "none"]  # fmt: skip
+
+
 def test_hosts_have_an_ubuntu_skeleton_whatever_the_machine_has(lab_hosts):
     """The skeleton is in the lab layer itself, so the hosts have it even where the machine
     (a bare Debian without kmod, grub or dkms) does not; and each host sees all of it. They
