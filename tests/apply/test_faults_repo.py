@@ -285,10 +285,19 @@ def gpg(home: Path, *args: str, at: int | None = None) -> bytes:
     return subprocess.run(cmd, capture_output=True, check=True).stdout
 
 
-def signing_key(tmp: Path, expires: str = "never", at: int | None = None) -> tuple[Path, str]:
-    """A new RSA signing key in its own gpg home: (home, long key id)."""
-    home = tmp / "gnupg"
+@pytest.fixture
+def gpg_home(tmp_path: Path) -> Iterator[Path]:
+    """A private gpg home; the gpg-agent that signing starts there is stopped afterwards."""
+    import subprocess
+
+    home = tmp_path / "gnupg"
     home.mkdir(mode=0o700)
+    yield home
+    subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], capture_output=True)
+
+
+def signing_key(home: Path, expires: str = "never", at: int | None = None) -> tuple[Path, str]:
+    """A new RSA signing key in the gpg home `home`: (home, long key id)."""
     gpg(home, "--quick-gen-key", "mirror operator <mirror@example.invalid>", "rsa2048", "sign",
         expires, at=at)  # fmt: skip
     listing = gpg(home, "--with-colons", "--list-keys").decode()
@@ -313,13 +322,13 @@ def assert_refused_index(message: str, url: str, word: str, keyid: str) -> None:
 
 
 def test_a_repository_signed_by_another_key_fails_naming_the_key(
-    lab: Lab, tmp_path: Path, served: tuple[Path, Any]
+    lab: Lab, tmp_path: Path, served: tuple[Path, Any], gpg_home: Path
 ) -> None:
     # a mirror re-signed with its operator's own key, or the vendor's key rotated
     fresh(lab, HOST)
     root, start = served
     dists = copy_repo(lab, root)
-    home, keyid = signing_key(tmp_path)
+    home, keyid = signing_key(gpg_home)
     resign(dists, home)
     url = start()
     inv = inventory(lab, tmp_path, url, **DRIVER)
@@ -330,7 +339,7 @@ def test_a_repository_signed_by_another_key_fails_naming_the_key(
 
 
 def test_a_repository_whose_key_expired_fails_naming_the_key(
-    lab: Lab, tmp_path: Path, served: tuple[Path, Any]
+    lab: Lab, tmp_path: Path, served: tuple[Path, Any], gpg_home: Path
 ) -> None:
     # the host trusts the key (its keyring package holds it), but the key expired: a
     # signature made while it was valid no longer verifies
@@ -346,7 +355,7 @@ def test_a_repository_whose_key_expired_fails_naming_the_key(
     root, start = served
     dists = copy_repo(lab, root)
     then = int(time.time()) - 30 * 86400
-    home, keyid = signing_key(tmp_path, expires="1d", at=then)
+    home, keyid = signing_key(gpg_home, expires="1d", at=then)
     resign(dists, home, at=then + 3600)
     url = start()
     public = gpg(home, "--export")
