@@ -32,22 +32,22 @@ def has_capture(ubuntu: str) -> bool:
     return ubuntu in CAPTURES
 
 
-def stanzas(text: str) -> list[str]:
+def _stanzas(text: str) -> list[str]:
     return [s for s in text.split("\n\n") if s.strip()]
 
 
-def package_of(stanza: str) -> str:
+def _package_of(stanza: str) -> str:
     found = _PACKAGE.search(stanza)
     return found.group(1) if found else ""
 
 
-def nvidia_packages(status: str) -> set[str]:
-    return {package_of(s) for s in stanzas(status) if _NVIDIA_MAINTAINER.search(s)}
+def _nvidia_packages(status: str) -> set[str]:
+    return {_package_of(s) for s in _stanzas(status) if _NVIDIA_MAINTAINER.search(s)}
 
 
-def without(text: str, dropped: set[str]) -> str:
+def _without(text: str, dropped: set[str]) -> str:
     """A dpkg/apt stanza file (status, extended_states) without the stanzas of `dropped`."""
-    kept = [s.strip("\n") for s in stanzas(text) if package_of(s) not in dropped]
+    kept = [s.strip("\n") for s in _stanzas(text) if _package_of(s) not in dropped]
     return "".join(f"{s}\n\n" for s in kept)
 
 
@@ -64,13 +64,13 @@ def install(base: Path, ubuntu: str) -> None:
     """Write the captured database of `ubuntu` under `base` (a directory that becomes /)."""
     files = capture(CAPTURES[ubuntu])
     status = files.pop("var/lib/dpkg/status").decode()
-    dropped = nvidia_packages(status)
+    dropped = _nvidia_packages(status)
     dropped_paths: set[str] = set()
     for name, data in files.items():
         path = PurePosixPath(name)
         if path.parent.name == "info" and path.suffix == ".list" and _owner(path.name) in dropped:
             dropped_paths.update(data.decode().splitlines())
-    out = {"var/lib/dpkg/status": without(status, dropped).encode()}
+    out = {"var/lib/dpkg/status": _without(status, dropped).encode()}
     for name, data in files.items():
         path = PurePosixPath(name)
         if path.parent.name == "info" and _owner(path.name) in dropped:
@@ -78,13 +78,18 @@ def install(base: Path, ubuntu: str) -> None:
         if path.parent.name == "alternatives" and _alternative_paths(data.decode()) & dropped_paths:
             continue  # a group only the dropped packages offered (cuda, cufile.json)
         if name == "var/lib/apt/extended_states":
-            data = without(data.decode(), dropped).encode()
+            data = _without(data.decode(), dropped).encode()
         out[name] = data
     for rel in ("info", "updates", "triggers", "alternatives"):
         (base / "var/lib/dpkg" / rel).mkdir(mode=0o755, parents=True, exist_ok=True)
     for name in ("available", "statoverride"):
         out.setdefault(f"var/lib/dpkg/{name}", b"")
     _write_all(base, out)
+
+
+def install_apt_config(base: Path) -> None:
+    """Write Ubuntu's own files in /etc/apt (APT_CONFIG) under `base`."""
+    _write_all(base, capture(APT_CONFIG))
 
 
 def capture(name: str) -> dict[str, bytes]:

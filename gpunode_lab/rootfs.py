@@ -237,8 +237,7 @@ def build_base(paths: LabPaths, cfg: LabConfig, client_pub: str, password_hash: 
     # apt talks only to the lab repository (no machine mirrors, no machine lists), with
     # Ubuntu's settings and keys
     _write(base / "etc/apt/sources.list", "")
-    for rel, data in dpkgdb.capture(dpkgdb.APT_CONFIG).items():
-        _write(base / rel, data)
+    dpkgdb.install_apt_config(base)
     _opaque_dir(base / "etc/apt/sources.list.d")
     _opaque_dir(base / "var/lib/apt/lists")
     (base / "var/lib/apt/lists/partial").mkdir()
