@@ -95,8 +95,9 @@ def install_apt_config(base: Path) -> None:
 def capture(name: str) -> dict[str, bytes]:
     """The regular files of a capture archive, by their path relative to /."""
     archive = resources.files("gpunode_lab") / "captures" / name
-    with archive.open("rb") as raw, tarfile.open(fileobj=raw, mode="r:xz") as tar:
-        return {m.name: _read(tar, m) for m in tar.getmembers() if m.isfile() and _wanted(m.name)}
+    # as a stream, read once: members of an xz tar read after getmembers() decompress it again
+    with archive.open("rb") as raw, tarfile.open(fileobj=raw, mode="r|xz") as tar:
+        return {m.name: _read(tar, m) for m in tar if m.isfile() and _wanted(m.name)}
 
 
 def _wanted(name: str) -> bool:
@@ -112,8 +113,11 @@ def _read(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
 
 
 def _write_all(base: Path, files: dict[str, bytes]) -> None:
+    made: set[Path] = set()
     for name, data in sorted(files.items()):
         path = base / name
-        path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        if path.parent not in made:
+            path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+            made.add(path.parent)
         path.write_bytes(data)
         path.chmod(0o755 if path.suffix.lstrip(".") in _SCRIPTS else 0o644)
