@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from gpunode.compat import driver_names
+from gpunode.compat.driver import offered_branches, release_of, releases
 from gpunode.facts.model import HostFacts, Kernels
 from gpunode.inventory.model import Driver
 from gpunode.resolve.resolver import driver_pin
@@ -114,3 +115,57 @@ def test_the_pin_holds_every_package_at_the_release() -> None:
     ubuntu = driver_pin(Driver(source="ubuntu", branch="570", headless=True), "570.172.08", facts)
     assert ubuntu.packages[0] == modules
     assert ubuntu.packages[1:] == tuple(f"{n}=570.172.08-*" for n in ubuntu.names.install)
+
+
+# Versions as NVIDIA's repository publishes them (several releases per branch, a release
+# rebuilt as -0ubuntu1 and -1, 590 on unversioned) and as Ubuntu's archive does (an SRU's
+# -0ubuntu0.24.04.N, an epoch)
+OFFERED = [
+    "570.195.03-0ubuntu1",
+    "580.105.08-0ubuntu1",
+    "580.65.06-0ubuntu1",
+    "580.95.05-0ubuntu1",
+    "580.95.05-1",
+    "1:580.82.07-0ubuntu0.24.04.2",
+    "590.44.01-1",
+]
+
+
+def test_which_versions_are_the_branchs_releases_is_compats_to_say() -> None:
+    d = Driver(branch="580")
+    assert releases(d, OFFERED) == ["580.65.06", "580.82.07", "580.95.05", "580.105.08"]
+    assert release_of(d, "1:580.82.07-0ubuntu0.24.04.2") == "580.82.07"
+    assert release_of(d, "570.195.03-0ubuntu1") is None
+    assert release_of(Driver(branch="580"), "5800.1-1") is None
+    assert offered_branches(OFFERED) == ["570", "580", "590"]
+    assert releases(Driver(branch="550"), OFFERED) == []
+
+
+def test_resolve_asks_compat_which_versions_are_the_branchs() -> None:
+    """The resolver's driver functions use no version helper of their own (resolve/specs.py,
+    versions.py) on the branch's packages: which versions are its releases, and their
+    order, is gpunode.compat.driver's to say."""
+    path = REPO / "gpunode" / "resolve" / "resolver.py"
+    tree = ast.parse(path.read_text(), str(path))
+    helpers = {
+        a.asname or a.name
+        for n in tree.body
+        if isinstance(n, ast.ImportFrom)
+        and n.module in ("gpunode.resolve.specs", "gpunode.versions")
+        for a in n.names
+    }
+    assert helpers, "resolver.py imports no version helper: the test reads nothing"
+    driver_functions = [
+        n
+        for n in tree.body
+        if isinstance(n, ast.FunctionDef)
+        and n.name in ("_driver", "driver_pin", "installed_driver")
+    ]
+    assert len(driver_functions) == 3
+    used = [
+        f"resolver.py:{n.lineno} {n.id}"
+        for f in driver_functions
+        for n in ast.walk(f)
+        if isinstance(n, ast.Name) and n.id in helpers
+    ]
+    assert not used, f"{used}: ask gpunode.compat.driver (releases, release_of)"

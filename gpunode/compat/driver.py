@@ -1,12 +1,13 @@
 """What a driver branch means: its packages' names for its source and flavour (one
-`DriverNames`), the CUDA it runs, and what refuses it. Every other module asks here; the
+`DriverNames`), which of a repository's versions are its releases, the CUDA it runs, and
+what refuses it. Every other module asks here; the
 driver role reads what resolve makes of it (`DriverPin`), never the branch.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from gpunode.compat.rules import (
@@ -20,12 +21,16 @@ from gpunode.compat.rules import (
     variant_cuda,
 )
 from gpunode.inventory.model import Driver
-from gpunode.versions import compare_dotted, dotted_key, matches_prefix
+from gpunode.versions import compare_dotted, debian_key, dotted_key, matches_prefix, split_debian
 
 # The kernel-module packages of one branch (nvidia-open-550, nvidia-driver-550-server...).
 _BRANCH_MODULE_PACKAGE = re.compile(r"nvidia-(?:open|driver)-\d+(?:-open|-server|-server-open)?")
 _HELD = "(nvidia-open|cuda-drivers|nvidia-driver-pinning|libnvidia-compute)(-[0-9]+)?"
 _FABRICMANAGER_HELD = "nvidia-fabricmanager(-[0-9]+)?"
+# What a release installs, as apt's preferences name packages: the metapackage's
+# dependencies (nvidia-kernel-common-580, libnvidia-gl-580, nvidia-firmware-580...) are
+# nowhere else named
+_PREFERRED = "*nvidia* cuda-drivers cuda-drivers-* libxnvctrl*"
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,8 @@ class DriverNames:
     """Held packages of any branch, a pattern: apt cannot switch branches while they are."""
     fabricmanager_held: str = _FABRICMANAGER_HELD
     """Held Fabric Manager packages of any branch: they block a switch of branches too."""
+    preferred: str = _PREFERRED
+    """Every package a release installs, for apt's preferences (Package: globs)."""
     modules_prefix: str | None = None
     """source: ubuntu: + "-<kernel>" names the signed modules Ubuntu built for a kernel."""
 
@@ -124,6 +131,24 @@ def wanted_release(driver: Driver) -> str:
 def in_branch(driver: Driver, release: str) -> bool:
     """Whether an upstream release ("550.163.01") is one of the driver's branch."""
     return matches_prefix(release, driver.branch)
+
+
+def release_of(driver: Driver, version: str) -> str | None:
+    """The release a Debian version of one of the driver's packages is, when it is one of
+    the driver's branch: "580.95.05-0ubuntu1" -> "580.95.05" (and past Ubuntu's "1:"
+    epoch); None for another branch's."""
+    release = split_debian(version)[1]
+    return release if in_branch(driver, release) else None
+
+
+def releases(driver: Driver, versions: Iterable[str]) -> list[str]:
+    """The releases of the driver's branch among a package's versions, oldest first."""
+    return sorted({r for v in versions if (r := release_of(driver, v))}, key=debian_key)
+
+
+def offered_branches(versions: Iterable[str]) -> list[str]:
+    """The branches a package's versions are releases of, oldest first."""
+    return sorted({split_debian(v)[1].split(".")[0] for v in versions}, key=debian_key)
 
 
 def release_installed(driver: Driver, installed: Mapping[str, str]) -> bool:

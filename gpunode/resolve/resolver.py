@@ -9,7 +9,14 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from gpunode.compat import cudnn_names, toolkit_package
-from gpunode.compat.driver import DriverNames, driver_names, in_branch
+from gpunode.compat.driver import (
+    DriverNames,
+    driver_names,
+    in_branch,
+    offered_branches,
+    release_of,
+    releases,
+)
 from gpunode.compat.rules import tensorrt_packages
 from gpunode.facts.model import HostFacts
 from gpunode.inventory.model import Driver, Host, TensorRT
@@ -22,9 +29,8 @@ from gpunode.resolve.specs import (
     pick_build,
     satisfies,
     series,
-    upstream,
 )
-from gpunode.versions import compare_debian, debian_key, matches_prefix
+from gpunode.versions import compare_debian, debian_key
 
 
 class Catalog(Protocol):
@@ -238,11 +244,11 @@ def _driver(
             notes.append(f"driver: {d.version}, pinned, installed")
             return d.version
         cat = source("stack.driver.version", f"driver {d.version} is not installed")
-        have = [v for v in cat.versions(meta) if upstream(v) == d.version]
-        if not have:
+        have = releases(d, cat.versions(meta))
+        if d.version not in have:
             raise Unresolvable(
                 f"stack.driver.version: {meta} {d.version} is not in {cat.where}: "
-                f"{_has(cat.versions(meta), d.branch, 99)}"
+                + (f"it has {', '.join(have)}" if have else f"it has no release of {d.branch}")
             )
         notes.append(f"driver: {d.version}, pinned, in {cat.where}")
         return d.version
@@ -251,16 +257,15 @@ def _driver(
         return installed
     need = f"no {d.branch} driver is installed" if installed is None else "update: latest"
     cat = source("stack.driver.branch", need)
-    best = pick(cat.versions(meta), d.branch)
-    if best is None:
-        others = series(cat.versions(meta), 1)
+    have = releases(d, cat.versions(meta))
+    if not have:
+        others = offered_branches(cat.versions(meta))
         raise Unresolvable(
             f"stack.driver.branch: no {meta} of branch {d.branch} in {cat.where}: "
             + (f"it has branches {', '.join(others)}" if others else f"it has no {meta}")
         )
-    release = upstream(best)
-    notes.append(f"driver: {release}, the newest {d.branch} in {cat.where}")
-    return release
+    notes.append(f"driver: {have[-1]}, the newest {d.branch} in {cat.where}")
+    return have[-1]
 
 
 def driver_pin(driver: Driver, release: str, facts: HostFacts) -> DriverPin:
@@ -287,8 +292,8 @@ def installed_driver(host: Host, facts: HostFacts) -> str | None:
     d = host.stack.driver
     assert d is not None
     pkg = facts.package(driver_names(d).userspace)
-    if pkg is not None and in_branch(d, upstream(pkg.version)):
-        return upstream(pkg.version)
+    if pkg is not None and (release := release_of(d, pkg.version)):
+        return release
     loaded = facts.module.version
     if loaded and in_branch(d, loaded) and facts.smi.driver_version == loaded:
         return loaded
@@ -363,12 +368,6 @@ def _pin(
         move = "downgrade" if compare_debian(best, have.version) < 0 else "upgrade"
         why += f"; {move} from {have.version}"
     return Pin(name, dev, best, why)
-
-
-def _has(versions: list[str], branch: str, limit: int) -> str:
-    mine = sorted({upstream(v) for v in versions if matches_prefix(upstream(v), branch)},
-                  key=debian_key)  # fmt: skip
-    return f"it has {', '.join(mine[-limit:])}" if mine else f"it has no release of {branch}"
 
 
 def _tensorrt(t: TensorRT, toolkit: str, facts: HostFacts, source: _Source) -> TensorRTPin:

@@ -84,7 +84,10 @@ def test_fresh_host_gets_every_role_in_order(host: Host, fresh: HostFacts) -> No
     assert f"for p in linux-headers-{fresh.kernel}; do" in headers.steps[1].command
     pref = plan.changes[4]
     assert pref.path == "/etc/apt/preferences.d/gpunode-nvidia-driver"
-    assert "Pin: version 550.163.01-*\nPin-Priority: 1001\n" in str(pref.after)
+    assert (
+        "Package: *nvidia* cuda-drivers cuda-drivers-* libxnvctrl*\n"
+        "Pin: version 550.163.01-*\nPin-Priority: 1001\n"
+    ) in str(pref.after)
     driver = plan.changes[5]
     assert driver.roles == ("driver", "cuda_toolkit")
     assert driver.reason == (
