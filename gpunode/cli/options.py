@@ -87,6 +87,10 @@ def allow_busy_option(fn: F) -> F:
     )(fn)
 
 
+def no_tui_option(fn: F) -> F:
+    return click.option("--no-tui", is_flag=True, help="Plain output even in a terminal.")(fn)
+
+
 def parse_tags(text: str | None) -> tuple[str, ...]:
     return tuple(t.strip() for t in (text or "").split(",") if t.strip())
 
@@ -130,7 +134,7 @@ def apply_options(fn: F) -> F:
         ),
         allow_busy_option,
         click.option("-y", "--yes", is_flag=True, help="Apply without asking."),
-        click.option("--no-tui", is_flag=True, help="Plain output even in a terminal."),
+        no_tui_option,
         click.option("--no-smoke", is_flag=True, help="Skip the smoke tests after converging."),
     ]
     for decorate in reversed(decorators):

@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import sys
-import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
-from gpunode.cli.common import load_selected
-from gpunode.cli.options import forks_option, inventory_argument, json_option, limit_option
-from gpunode.exitcodes import exit_code_for
-
-if TYPE_CHECKING:
-    from gpunode.events import Bus
-    from gpunode.inventory.model import Host
-    from gpunode.smoke.runner import HostSmoke
+from gpunode.cli.common import inventory_name, load_selected
+from gpunode.cli.options import (
+    forks_option,
+    inventory_argument,
+    json_option,
+    limit_option,
+    no_tui_option,
+)
+from gpunode.exitcodes import ExitCode
 
 # Kept here (not imported from the runner) so `gpunode smoke --help` stays light.
 TESTS = (
@@ -42,6 +42,7 @@ TESTS = (
     help=f"Run only this test (repeatable): {', '.join(TESTS)}.",
 )
 @forks_option
+@no_tui_option
 @click.option(
     "--python",
     "pythons",
@@ -56,6 +57,7 @@ def smoke(
     as_json: bool,
     only: tuple[str, ...],
     forks: int | None,
+    no_tui: bool,
     pythons: tuple[str, ...],
 ) -> None:
     """Run the GPU smoke tests on each host of INVENTORY: nvidia-smi, a vectorAdd built with
@@ -63,7 +65,8 @@ def smoke(
     step), TensorFlow, and an NCCL all-reduce (and, where the stack declares it, TensorRT: an
     FP16 engine built from ONNX, checked against PyTorch); measurements are graded against the
     GPU model's expected figures. Tests run on the host with its own pythons; nothing is
-    installed.
+    installed. In a terminal, each host's tests show as they finish, beside its GPUs
+    (`--no-tui`: the report alone).
 
     `--only nccl-multinode` starts one torchrun per selected host, all meeting at the first
     host's rendezvous (inventory `nccl:`), for an all-reduce across the hosts: bus bandwidth
@@ -72,39 +75,33 @@ def smoke(
     Exit codes: 0 no test failed, 2 a test failed, 3 a host unreachable, 4 bad input,
     6 a host's key changed (or is revoked). Several: 6 > 2 > 3.
     """
-    from gpunode.events import Bus, RunFinished, RunStarted
-    from gpunode.smoke.record import record_smoke
     from gpunode.smoke.report import render
-    from gpunode.smoke.runner import smoke_hosts
+    from gpunode.smoke.session import SmokeSession
     from gpunode.transport.connect import take_become_passwords
     from gpunode.views.envelope import dumps
 
-    start = time.monotonic()
     _, hosts = load_selected(inventory, limit)
     take_become_passwords(hosts)  # out of the environment before any child process starts
-    bus = Bus()
-    bus.emit(RunStarted("", command="smoke", hosts=tuple(h.name for h in hosts)))
-    suite = tuple(t for t in only if t != "nccl-multinode")
-    results = []
-    if suite or not only:
-        results = smoke_hosts(hosts, bus, only=suite, pythons=pythons, forks=forks)
-    if "nccl-multinode" in only:
-        results = _with_multinode(hosts, bus, results)
-    statuses = {r.host: _status(r) for r in results}
-    code = exit_code_for(statuses.values())
-    seconds = time.monotonic() - start
-    bus.emit(RunFinished("", exit_code=int(code), seconds=seconds))
-    options = {"limit": limit, "only": list(only), "python": list(pythons)}
-    record_smoke(inventory, options, results, statuses, int(code), seconds)
-    if as_json:
-        click.echo(
-            dumps("smoke", {"hosts": [r.to_json() for r in results], "exit_code": int(code)})
-        )
+    session = SmokeSession(hosts, inventory, only=only, pythons=pythons, forks=forks, limit=limit)
+    if not (as_json or no_tui) and sys.stdin.isatty() and sys.stdout.isatty():
+        from gpunode.tui import run_smoke_tui
+
+        code = run_smoke_tui(session, fleet=inventory_name(inventory))
+        if session.wait(timeout=0 if code == ExitCode.INTERRUPTED else 30) is None:
+            click.echo(f"the smoke run was left unfinished (exit {code or 1})", err=True)
+            sys.exit(code or ExitCode.ERROR)
     else:
-        click.echo(render(results))
+        session.run()
+    run = session.wait()
+    assert run is not None
+    if as_json:
+        hosts_json = [r.to_json() for r in run.results]
+        click.echo(dumps("smoke", {"hosts": hosts_json, "exit_code": int(run.exit_code)}))
+    else:
+        click.echo(render(run.results))
         if any(h.gpus.hourly_cost for h in hosts):
             click.echo("\n" + fleet_cost_table(hosts))
-    sys.exit(code)
+    sys.exit(run.exit_code)
 
 
 def fleet_cost_table(hosts: list[Any]) -> str:
@@ -115,26 +112,3 @@ def fleet_cost_table(hosts: list[Any]) -> str:
 
     types, _ = gpu_types(hosts, latest(records.load_run(p) for p in records.list_runs()))
     return table(types, [])
-
-
-def _with_multinode(hosts: list[Host], bus: Bus, results: list[HostSmoke]) -> list[HostSmoke]:
-    """The cross-host all-reduce's results added to each host's (or alone)."""
-    from gpunode.smoke.multinode import run_multinode
-
-    multi = run_multinode(hosts, bus, finish=not results)
-    if not results:
-        return multi
-    for before, after in zip(results, multi, strict=True):
-        before.results += after.results
-        before.unreachable = before.unreachable or after.unreachable
-        before.seconds += after.seconds
-    return results
-
-
-def _status(result: HostSmoke) -> str:
-    """A host's smoke outcome as the status `exit_code_for` ranks: a changed key apart."""
-    from gpunode.transport.hostkeys import names_key_change
-
-    if result.unreachable is not None and names_key_change(result.unreachable):
-        return "hostkey-changed"
-    return result.status

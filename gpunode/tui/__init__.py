@@ -1,29 +1,34 @@
-"""The terminal UI: `run_tui` (gpunode apply) and `run_top` (gpunode top).
+"""The terminal UI: `run_tui` (gpunode apply), `run_smoke_tui` (gpunode smoke) and
+`run_top` (gpunode top).
 
 Each starts `GpunodeApp` (app.py) in its mode, and each mode has its own screen:
-RunScreen (run_screen.py: run, GPUs and smoke tabs) or TopScreen (top_screen.py: the
-GPU view alone), both built on HostsScreen (hosts_screen.py: header, host filter,
-footer, the shared keys). The views they share are widgets of their own: RunView,
-GpuView, SmokeView; modal screens are in screens.py, text helpers in fmt.py.
-Importing this package is cheap; Textual loads in `run_tui`/`run_top`.
+RunScreen (run_screen.py: run, GPUs and smoke tabs), SmokeScreen (smoke_screen.py: smoke
+and GPUs tabs), both on LiveScreen (live_screen.py: the event inbox, tabs, a quit that
+asks while the run goes on), or TopScreen (top_screen.py: the GPU view alone), all built
+on HostsScreen (hosts_screen.py: header, host filter, footer, the shared keys). The views
+they share are widgets of their own: RunView, GpuView, SmokeView; modal screens are in
+screens.py, text helpers in fmt.py. Importing this package is cheap; Textual loads in
+`run_tui`/`run_top`.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from gpunode.events import Bus, Event
     from gpunode.execute.session import ApplySession
     from gpunode.monitor.board import Board
+    from gpunode.smoke.session import SmokeSession
 
 
 def run_tui(
     events: Bus | Iterable[Event] | None = None,
     *,
     hosts: Sequence[str] = (),
+    mode: Literal["run", "smoke"] = "run",
     work: Callable[[], Any] | None = None,
     on_retry: Callable[[list[str]], None] | None = None,
     board: Board | None = None,
@@ -66,7 +71,7 @@ def run_tui(
         threading.Thread(target=run_jobs, name="gpunode-run", daemon=True).start()
 
     app = GpunodeApp(
-        mode="run",
+        mode=mode,
         hosts=hosts,
         board=board,
         on_retry=on_retry,
@@ -94,6 +99,24 @@ def run_apply_tui(session: ApplySession, *, fleet: str = "") -> int:
             board=board,
             on_retry=session.retry,
             title=f"gpunode apply · {fleet}" if fleet else "gpunode apply",
+            fleet=fleet,
+        )
+
+
+def run_smoke_tui(session: SmokeSession, *, fleet: str = "") -> int:
+    """A smoke session on its own screen: the session runs once the app is up, and the GPUs
+    tab reads the hosts' GPUs while the tests load them. `fleet`: the inventory's name."""
+    from gpunode.monitor.hosts import sampling
+
+    hosts = session.hosts
+    with sampling(hosts, interval=1.0, use_nvml=False, stale_after=5.0) as board:
+        return run_tui(
+            session.bus,
+            hosts=[h.name for h in hosts],
+            mode="smoke",
+            work=session.run,
+            board=board,
+            title=f"gpunode smoke · {fleet}" if fleet else "gpunode smoke",
             fleet=fleet,
         )
 

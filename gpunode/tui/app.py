@@ -1,7 +1,8 @@
 """The gpunode terminal app: one screen per mode, fed only by events and a monitor Board.
 
-`run` (gpunode apply) starts on a RunScreen: run, GPUs and smoke tabs; `top` (gpunode top)
-on a TopScreen: the GPU view alone. The app holds what outlives a screen: the title, the
+`run` (gpunode apply) starts on a RunScreen: run, GPUs and smoke tabs; `smoke` (gpunode
+smoke) on a SmokeScreen: smoke and GPUs tabs; `top` (gpunode top) on a TopScreen: the GPU
+view alone. The app holds what outlives a screen: the title, the
 event inbox that other threads fill through `post_event`, and the caller's `on_ready`.
 """
 
@@ -11,18 +12,20 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from textual.app import App
 from textual.screen import Screen
 
 from gpunode.events import Event
 from gpunode.monitor.board import Board
+from gpunode.tui.live_screen import LiveScreen
 from gpunode.tui.run_screen import RetryCallback, RunScreen
 from gpunode.tui.runstate import RunState
+from gpunode.tui.smoke_screen import SmokeScreen
 from gpunode.tui.top_screen import TopScreen
 
-Mode = Literal["run", "top"]
+Mode = Literal["run", "smoke", "top"]
 
 
 class GpunodeApp(App[int]):
@@ -47,17 +50,15 @@ class GpunodeApp(App[int]):
         self.title = title
         self._inbox: deque[Event] = deque()
         self._on_ready = on_ready
+
+        def live(screen: type[LiveScreen], **more: Any) -> Screen[None]:
+            return screen(RunState(hosts, clock=clock), self._inbox, board, clock=clock,
+                          gpu_interval=gpu_interval, event_interval=event_interval,
+                          fleet=fleet, **more)  # fmt: skip
+
         screens: dict[Mode, Callable[[], Screen[None]]] = {
-            "run": lambda: RunScreen(
-                RunState(hosts, clock=clock),
-                self._inbox,
-                board,
-                on_retry=on_retry,
-                clock=clock,
-                gpu_interval=gpu_interval,
-                event_interval=event_interval,
-                fleet=fleet,
-            ),
+            "run": lambda: live(RunScreen, on_retry=on_retry),
+            "smoke": lambda: live(SmokeScreen),
             "top": lambda: TopScreen(board, clock=clock, interval=gpu_interval, fleet=fleet),
         }
         self._first_screen = screens[mode]

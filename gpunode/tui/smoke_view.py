@@ -18,12 +18,12 @@ from gpunode.tui.tablesync import Cell, TableSync
 COLUMNS = (
     ("", 1),
     ("host", 16),
-    ("test", 16),
+    ("test", 20),
     ("status", 6),
     ("measured", 16),
     ("expected", 16),
     ("time", 6),
-    ("reason", 48),
+    ("reason", 60),
 )
 
 
@@ -69,10 +69,23 @@ def doctor_cells(host: str, f: DoctorFinding) -> list[Cell]:
     ]
 
 
+def unreachable_cells(host: str, reason: str) -> list[Cell]:
+    """A host the suite never reached, or lost: no test ran there."""
+    m, style = mark("unreachable")
+    return [Text(m, style=style), host, Text("unreachable", style=style), "", "", "", "",
+            Text(reason, style=style)]  # fmt: skip
+
+
 class SmokeView(Vertical):
-    def __init__(self, state: RunState, *, id: str | None = None) -> None:
+    """`unreachable`: a row for each host the run could not reach (smoke's own screen; the
+    apply screen's run tab says it already)."""
+
+    def __init__(
+        self, state: RunState, *, unreachable: bool = False, id: str | None = None
+    ) -> None:
         super().__init__(id=id)
         self.state = state
+        self.unreachable = unreachable
         self.filter = ""
 
     def compose(self) -> ComposeResult:
@@ -97,6 +110,9 @@ class SmokeView(Vertical):
                 counts[st] = counts.get(st, 0) + 1
             for i, finding in enumerate(h.doctor):
                 rows.append((f"{h.name}/doctor/{i}", doctor_cells(h.name, finding)))
+            if self.unreachable and h.status == "unreachable":
+                rows.append((f"{h.name}/unreachable", unreachable_cells(h.name, h.message)))
+                counts["unreachable"] = counts.get("unreachable", 0) + 1
         self._sync.sync(rows)
         head = Text()
         head.append("Smoke tests", "bold")

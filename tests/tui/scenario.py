@@ -164,3 +164,23 @@ def board(hosts: Sequence[str] = HOSTS, gpus: int = 8, ticks: int = 30) -> Board
         GpuProcess("gpu-a", 3, 5151, "bob", 2048, "python eval.py"),
     ])  # fmt: skip
     return b
+
+
+def smoke_run_events(finished: bool = True) -> list[ev.Event]:
+    """`gpunode smoke` on the four hosts: gpu-c refuses the connection, gpu-b is still
+    running; with `finished`, gpu-b passes and the run ends with exit 2 (a failed test)."""
+    out: list[ev.Event] = [ev.RunStarted("", command="smoke", hosts=HOSTS, ts=T0)]
+    out += [ev.HostStatusChanged(h, status="smoke", ts=T0 + 1) for h in ("gpu-a", "gpu-b", "gpu-d")]
+    refused = "cannot connect to 127.0.0.4:22: Connection refused"
+    out.append(ev.HostUnreachable("gpu-c", reason=refused, ts=T0 + 2))
+    out.append(ev.HostFinished("gpu-c", status="unreachable", seconds=1.0, ts=T0 + 2))
+    out += smoke_events()
+    out.append(ev.HostFinished("gpu-a", status="failed", ok=2, failed=1, seconds=18.6, ts=T0 + 90))
+    out.append(ev.HostFinished("gpu-d", status="ok", ok=1, seconds=0.5, ts=T0 + 90))
+    if finished:
+        out.append(ev.SmokeResult("gpu-b", result=ev.SmokeCheck(
+            name="nvidia-smi/gpus", status="pass", reason="NVIDIA H200", value=8, expected=8,
+            unit="GPUs", seconds=0.4), ts=T0 + 91))  # fmt: skip
+        out.append(ev.HostFinished("gpu-b", status="ok", ok=1, seconds=90.0, ts=T0 + 91))
+        out.append(ev.RunFinished("", exit_code=2, seconds=91.0, ts=T0 + 91))
+    return out

@@ -85,3 +85,15 @@ def test_smoke_view(snap_compare: Any) -> None:
         await settle(pilot)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=before)
+
+
+def test_smoke_screen(snap_compare: Any) -> None:
+    app = GpunodeApp(mode="smoke", hosts=sc.HOSTS, board=sc.board(), clock=sc.clock,
+                     title="gpunode smoke · fleet", fleet="fleet")  # fmt: skip
+    for e in sc.smoke_run_events(finished=False):
+        app.post_event(e)
+
+    async def before(pilot: Pilot[Any]) -> None:
+        await settle(pilot)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=before)
