@@ -27,10 +27,6 @@ from gpunode.versions import compare_dotted, debian_key, dotted_key, matches_pre
 _BRANCH_MODULE_PACKAGE = re.compile(r"nvidia-(?:open|driver)-\d+(?:-open|-server|-server-open)?")
 _HELD = "(nvidia-open|cuda-drivers|nvidia-driver-pinning|libnvidia-compute)(-[0-9]+)?"
 _FABRICMANAGER_HELD = "nvidia-fabricmanager(-[0-9]+)?"
-# What a release installs, as apt's preferences name packages: the metapackage's
-# dependencies (nvidia-kernel-common-580, libnvidia-gl-580, nvidia-firmware-580...) are
-# nowhere else named
-_PREFERRED = "*nvidia* cuda-drivers cuda-drivers-* libxnvctrl*"
 
 
 @dataclass(frozen=True)
@@ -50,8 +46,6 @@ class DriverNames:
     """Held packages of any branch, a pattern: apt cannot switch branches while they are."""
     fabricmanager_held: str = _FABRICMANAGER_HELD
     """Held Fabric Manager packages of any branch: they block a switch of branches too."""
-    preferred: str = _PREFERRED
-    """Every package a release installs, for apt's preferences (Package: globs)."""
     modules_prefix: str | None = None
     """source: ubuntu: + "-<kernel>" names the signed modules Ubuntu built for a kernel."""
 
