@@ -1,7 +1,7 @@
 """What a driver branch means: its packages' names for its source and flavour (one
 `DriverNames`), which of a repository's versions are its releases, the CUDA it runs, and
-what refuses it. Every other module asks here; the
-driver role reads what resolve makes of it (`DriverPin`), never the branch.
+what refuses it. Every other module asks here; the driver role reads what resolve makes
+of it (`DriverPin`), never the branch.
 """
 
 from __future__ import annotations

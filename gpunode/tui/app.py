@@ -2,8 +2,8 @@
 
 `run` (gpunode apply) starts on a RunScreen: run, GPUs and smoke tabs; `smoke` (gpunode
 smoke) on a SmokeScreen: smoke and GPUs tabs; `top` (gpunode top) on a TopScreen: the GPU
-view alone. The app holds what outlives a screen: the title, the
-event inbox that other threads fill through `post_event`, and the caller's `on_ready`.
+view alone. The app holds what outlives a screen: the title, the event inbox that other
+threads fill through `post_event`, and the caller's `on_ready`.
 """
 
 from __future__ import annotations
