@@ -7,6 +7,7 @@ these functions compare the way dpkg and NVIDIA's release numbering mean them.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import cmp_to_key
 
 _DOTTED = re.compile(r"^\d+(\.\d+)*$")
@@ -93,3 +94,9 @@ def compare_debian(a: str, b: str) -> int:
 
 debian_key = cmp_to_key(compare_debian)
 dotted_key = cmp_to_key(compare_dotted)
+
+
+def series(versions: Iterable[str], depth: int) -> list[str]:
+    """The distinct upstream series, newest last: depth 2 gives "9.8", "9.10", "9.14"."""
+    seen = {".".join(split_debian(v)[1].split(".")[:depth]) for v in versions}
+    return sorted(seen, key=debian_key)

@@ -21,7 +21,14 @@ from gpunode.compat.rules import (
     variant_cuda,
 )
 from gpunode.inventory.model import Driver
-from gpunode.versions import compare_dotted, debian_key, dotted_key, matches_prefix, split_debian
+from gpunode.versions import (
+    compare_dotted,
+    debian_key,
+    dotted_key,
+    matches_prefix,
+    series,
+    split_debian,
+)
 
 # The kernel-module packages of one branch (nvidia-open-550, nvidia-driver-550-server...).
 _BRANCH_MODULE_PACKAGE = re.compile(r"nvidia-(?:open|driver)-\d+(?:-open|-server|-server-open)?")
@@ -142,7 +149,7 @@ def releases(driver: Driver, versions: Iterable[str]) -> list[str]:
 
 def offered_branches(versions: Iterable[str]) -> list[str]:
     """The branches a package's versions are releases of, oldest first."""
-    return sorted({split_debian(v)[1].split(".")[0] for v in versions}, key=debian_key)
+    return series(versions, 1)
 
 
 def release_installed(driver: Driver, installed: Mapping[str, str]) -> bool:

@@ -28,9 +28,8 @@ from gpunode.resolve.specs import (
     pick,
     pick_build,
     satisfies,
-    series,
 )
-from gpunode.versions import compare_debian, debian_key
+from gpunode.versions import compare_debian, debian_key, series
 
 
 class Catalog(Protocol):

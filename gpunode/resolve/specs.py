@@ -62,12 +62,6 @@ def pick(available: Iterable[str], spec: str, toolkit: str | None = None) -> str
     )
 
 
-def series(versions: Iterable[str], depth: int) -> list[str]:
-    """The distinct upstream series, newest last: depth 2 gives "9.8", "9.10", "9.14"."""
-    seen = {".".join(upstream(v).split(".")[:depth]) for v in versions}
-    return sorted(seen, key=debian_key)
-
-
 def release_of(version: str) -> str:
     """A build's release without its CUDA: "10.13.3.9-1+cuda13.0" -> "10.13.3.9-1"."""
     return version.split("+cuda", 1)[0]
