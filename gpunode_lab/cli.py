@@ -85,8 +85,9 @@ def lab() -> None:
     type=click.Choice(MIRRORS),
     default="full",
     show_default=True,
-    help="The NVIDIA repository the lab serves: full, or a mirror lagging behind "
-    "(without the newest driver releases, cuDNN and NCCL builds).",
+    help="The NVIDIA repository the lab serves: full, a mirror lagging behind "
+    "(without the newest driver releases, cuDNN and NCCL builds), or one caught mid-sync "
+    "(the newest 570 and 580 metapackages without their DKMS packages).",
 )
 def up(
     n_hosts: int,

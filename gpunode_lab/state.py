@@ -12,7 +12,7 @@ DEFAULT_DIR = "/var/lib/gpunode-lab"
 UBUNTU = {"22.04": "jammy", "24.04": "noble"}
 FIRST_HOST_OCTET = 11
 REPO_OCTET = 10
-MIRRORS = ("full", "lagging")  # the repository kinds a lab serves (gpunode_lab/repo)
+MIRRORS = ("full", "lagging", "mid-sync")  # the repository kinds a lab serves (gpunode_lab/repo)
 
 
 def state_dir() -> Path:

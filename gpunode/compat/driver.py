@@ -55,6 +55,9 @@ class DriverNames:
     """Held Fabric Manager packages of any branch: they block a switch of branches too."""
     modules_prefix: str | None = None
     """source: ubuntu: + "-<kernel>" names the signed modules Ubuntu built for a kernel."""
+    pinning: str | None = None
+    """590 on: the package that pins the branch (nvidia-driver-pinning-590). Its versions
+    name the branch, not a release ("590-1", "610-2ubuntu1"): installed at any version."""
 
     def module(self, kernel: str) -> str:
         """source: ubuntu: the package of the signed modules Ubuntu built for `kernel`."""
@@ -97,6 +100,7 @@ def driver_names(driver: Driver) -> DriverNames:
         userspace=userspace,
         install=(*install, userspace),
         fabricmanager=fabricmanager,
+        pinning=install[0] if bare else None,
     )
 
 

@@ -10,26 +10,59 @@ from gpunode.changes import Change, HostPlan, Step
 from gpunode.facts.model import HostFacts, OsRelease
 from gpunode.inventory.model import Host
 from gpunode.memo import Memo
+from gpunode.plan.aptcheck import loaded, targets, unavailable
 from gpunode.plan.refuse import NVIDIA_RELEASES, refusal
-from gpunode.resolve import CatalogFor, IndexNeeded, Resolved, Unresolvable, resolve
+from gpunode.resolve import Catalog, CatalogFor, IndexNeeded, Resolved, Unresolvable, resolve
 from gpunode.roles.loader import RoleError, search_path
 from gpunode.roles.ops import OpContext, Probe
-from gpunode.roles.ops.apt import apt_transactions
+from gpunode.roles.ops.apt import apt_get, apt_transactions
 from gpunode.roles.render import render
 from gpunode.roles.tags import selected
 from gpunode.roles.walk import walk
 
+# dpkg states a run left half-done (what `dpkg --audit` reports)
+BROKEN_STATES = "half-installed|unpacked|half-configured|triggers-awaited|triggers-pending"
 
-# dpkg has no lock timeout of its own: an apt run that is still going (its controller may
-# have been killed) holds the lock, so wait for it as apt's DPkg::Lock::Timeout would.
+
 def dpkg_configure(lock_timeout: int) -> str:
+    """Finish an interrupted dpkg run: `dpkg --configure -a`; then, while packages are still
+    half-done (unpacked with a dependency missing, as a full disk leaves them), `apt-get -f
+    install`, with the host's own pins and preferences and no held package moved. Exits 0
+    once dpkg's database has no half-done package; else prints each one with its state and
+    the commands to run (as `gpunode:` lines, which the failure's message keeps).
+
+    dpkg has no lock timeout of its own: an apt run that is still going (its controller may
+    have been killed) holds the lock, so wait for it as apt's DPkg::Lock::Timeout would,
+    saying every 10 s who holds it; dpkg's output streams (a DKMS build may take minutes)."""
+    t = int(lock_timeout)
+    state = (
+        "dpkg-query -W -f '${binary:Package} ${db:Status-Status}\\n' 2>/dev/null"
+        f" | grep -E ' ({BROKEN_STATES})$'"
+    )
     return (
-        "( n=0; while :; do"
-        " out=$(env DEBIAN_FRONTEND=noninteractive dpkg --force-confold --configure -a 2>&1);"
-        f" rc=$?; if [ $rc -ne 0 ] && [ $n -lt {int(lock_timeout)} ]"
-        ' && printf %s "$out" | grep -q lock;'
-        " then n=$((n + 1)); sleep 1; continue; fi;"
-        " printf '%s\\n' \"$out\"; exit $rc; done )"
+        "( d=$(mktemp -d) || exit 1; trap 'rm -rf \"$d\"' EXIT; n=0;"
+        " holder() { for l in /var/lib/dpkg/lock-frontend /var/lib/dpkg/lock; do"
+        ' i=$(stat -c %i "$l" 2>/dev/null) || continue;'
+        ' while read -r _n _k _a _m p id _r; do case "$id" in *:"$i")'
+        ' echo "pid $p ($(cat /proc/$p/comm 2>/dev/null))"; return 0;; esac;'
+        " done < /proc/locks; done; return 1; };"
+        " while :; do"
+        f" while h=$(holder) && [ $n -lt {t} ]; do"
+        ' [ $((n % 10)) -eq 0 ] && echo "waiting for the dpkg lock, held by $h";'
+        " n=$((n + 1)); sleep 1; done;"
+        " { env DEBIAN_FRONTEND=noninteractive dpkg --force-confold --configure -a;"
+        ' echo $? > "$d/rc"; } 2>&1 | tee "$d/out";'
+        f' if [ "$(cat "$d/rc")" -ne 0 ] && [ $n -lt {t} ] && grep -q lock "$d/out";'
+        " then n=$((n + 1)); sleep 1; continue; fi; break; done;"
+        f' if [ -n "$({state})" ]; then'
+        f" {apt_get(t)} --no-install-recommends -f install; fi;"
+        f" left=$({state});"
+        ' [ -z "$left" ] && exit 0;'
+        ' echo "gpunode: dpkg --configure -a and apt-get -f install left these packages'
+        ' half-done:" >&2;'
+        " printf '%s\\n' \"$left\" | sed 's/^/gpunode:   /' >&2;"
+        ' echo "gpunode: run on the host: sudo dpkg --configure -a'
+        ' && sudo apt-get -f install (dpkg --audit says why)" >&2; exit 1 )'
     )
 
 
@@ -120,6 +153,7 @@ def plan_host(
         return HostPlan(host.name, refused=why)
     only: set[str] | None = None
     pending: tuple[str, ...] = ()
+    catalog, containers = _once(catalog), _once(containers)  # resolve and the apt check
     try:
         resolved = resolve(host, facts, catalog, containers)
     except IndexNeeded as exc:
@@ -155,17 +189,26 @@ def plan_host(
     if tags or skip_tags:
         changes = [c for c in changes if selected(c.tags, tags, skip_tags)]
     if facts.dpkg_interrupted:
+        half = ", ".join(f"{n} {s}" for n, s in sorted(facts.dpkg_broken.items()))
         changes.insert(
             0,
             Change(
                 "",
                 "finish an interrupted dpkg run",
                 "dpkg",
-                "dpkg was interrupted",
+                f"dpkg was interrupted: {half}" if half else "dpkg was interrupted",
                 (Step(dpkg_configure(host.apt.lock_timeout)),),
+                long_running=True,
             ),
         )
     ordered = tuple(_order(changes, host.apt.lock_timeout))
+    if any(t.version for c in ordered for t in targets(c)):
+        # What apt will be asked for at a version (a resolved one) must be there, before
+        # anything on the host changes; unversioned names (Ubuntu's kernel headers) are
+        # left to apt's simulation on the host, so a converged stack reads no index.
+        why = unavailable(ordered, loaded(catalog, containers), facts)
+        if why:
+            return HostPlan(host.name, refused=why)
     hooks: tuple[tuple[str, str], ...] = ()
     if disrupts(ordered, facts):
         if facts.gpu_processes and not allow_busy:
@@ -175,6 +218,20 @@ def plan_host(
         except Exception as exc:  # a template error names the hook
             return HostPlan(host.name, refused=f"hooks: {exc}")
     return HostPlan(host.name, ordered, notes=tuple(notes), hooks=hooks, versions_on_host=pending)
+
+
+def _once(get: CatalogFor | None) -> CatalogFor | None:
+    """`get`, read at most once however often it is asked (a failure is asked again)."""
+    if get is None:
+        return None
+    got: list[Catalog] = []
+
+    def once() -> Catalog:
+        if not got:
+            got.append(get())
+        return got[0]
+
+    return once
 
 
 def disrupts(changes: Collection[Change], facts: HostFacts) -> bool:

@@ -31,6 +31,13 @@ class IndexCatalog:
     def names(self) -> list[str]:
         return list(self.fetched.index.names())
 
+    def depends(self, name: str, version: str) -> str | None:
+        """The raw Depends field of `name` at `version`; None when the index lacks it."""
+        for v in self.fetched.index.versions(name, ARCH):
+            if v.version == version:
+                return v.depends
+        return None
+
 
 class RepoVersions:
     """Hands each host the index of the repository folder it uses; hosts that share a

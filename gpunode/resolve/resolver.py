@@ -273,7 +273,7 @@ def driver_pin(driver: Driver, release: str, facts: HostFacts) -> DriverPin:
     names = driver_names(driver)
 
     def at(*packages: str) -> tuple[str, ...]:
-        return tuple(f"{p}={release}-*" for p in packages)
+        return tuple(p if p == names.pinning else f"{p}={release}-*" for p in packages)
 
     modules = names.modules(facts.dkms_kernels, facts.apt_versions)
     preinstalled = (

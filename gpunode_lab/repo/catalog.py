@@ -29,7 +29,8 @@ def packages_for(distro: str, mirror: str = "full") -> list[Package]:
     out += tensorrt_packages(folder.tensorrt)
     for tk in folder.toolkits:
         out += toolkit_packages(tk)
-    return out
+    gone = nvidia_repo.withheld_packages(mirror)
+    return [p for p in out if (p.name, p.version.split("-")[0]) not in gone]
 
 
 def keyring_package(distro: str, base_url: str, keyring: bytes) -> Package:

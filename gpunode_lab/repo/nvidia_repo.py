@@ -138,6 +138,13 @@ def withheld(distro: str, mirror: str) -> dict[str, set[str]]:
     return out
 
 
+def withheld_packages(mirror: str) -> set[tuple[str, str]]:
+    """(name, release) of the packages a mirror caught mid-sync has not fetched yet."""
+    if mirror != "mid-sync":
+        return set()
+    return {(str(n), str(r)) for n, r in data()["mid_sync"]["packages"]}
+
+
 def folder(distro: str, mirror: str = "full") -> Folder:
     ubuntu = distros()[distro]
     left_out = withheld(distro, mirror)
@@ -161,6 +168,9 @@ def _check(doc: dict[str, Any]) -> None:
         "cudnn9": {str(v) for v in doc["cudnn9"]},
         "nccl": {f"{v}-1+cuda{c}" for v, cs in doc["nccl"].items() for c in cs},
     }
+    for name, release in doc.get("mid_sync", {}).get("packages", []):
+        if str(release) not in known["drivers"]:
+            raise ValueError(f"{DATA_FILE}: mid_sync names {name} {release}, no release")
     for where, section in [("lagging", doc["lagging"]), *doc.get("missing", {}).items()]:
         for table, items in section.items():
             unknown = {str(i) for i in items} - known.get(str(table), set())

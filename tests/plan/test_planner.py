@@ -301,7 +301,7 @@ def test_branch_590_uses_unversioned_names(fresh: HostFacts) -> None:
     assert plan.refused is None, plan.refused
     driver = next(c for c in plan.changes if "driver" in c.roles and c.op == "apt_packages")
     assert (
-        "'nvidia-driver-pinning-590=590.48.01-*' 'nvidia-open=590.48.01-*' "
+        "nvidia-driver-pinning-590 'nvidia-open=590.48.01-*' "
         "'libnvidia-compute=590.48.01-*'" in driver.commands[-3]  # the newest 590 it has
     )
 

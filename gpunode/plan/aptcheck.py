@@ -1,0 +1,129 @@
+"""What apt will be asked for, checked against the repository's index before anything runs.
+
+Every `name=version` (or glob) of a plan's `apt-get install` steps must match a version the
+index publishes, and the exact-version dependencies (`Depends: x (= v)`) of the version apt
+would take, followed through the index, must be there too: a mirror caught mid-sync lists a
+metapackage whose module package it has not fetched yet, and apt then gives up with "held
+broken packages" after the preferences were rewritten. Packages the index does not carry
+at all (Ubuntu's archive) are left to apt's own simulation on the host.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from gpunode.changes import Change
+from gpunode.facts.model import HostFacts
+from gpunode.resolve import Catalog, IndexUnavailable
+from gpunode.roles.ops.apt import version_matches
+from gpunode.versions import debian_key
+
+_ALT = re.compile(
+    r"^\s*([A-Za-z0-9][A-Za-z0-9+.-]*)(?::[a-z0-9]+)?\s*(?:\(\s*(<<|<=|=|>=|>>)\s*([^)\s]+)\s*\))?"
+)
+SHOWN = 4  # versions named when a pattern matches none
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    version: str | None  # exact, a glob, or None (any)
+
+
+def targets(change: Change) -> list[Target]:
+    """The packages a change's apt transaction installs (removals, `name-`, left out)."""
+    out: list[Target] = []
+    for step in change.steps:
+        for quoted in step.installs:
+            words = shlex.split(quoted)
+            if not words or words[0].endswith("-"):
+                continue
+            name, _, version = words[0].partition("=")
+            out.append(Target(name, version or None))
+    return out
+
+
+def loaded(*getters: Callable[[], Catalog] | None) -> list[Catalog]:
+    """The indexes the controller can read; one it cannot is left to the host's apt."""
+    out: list[Catalog] = []
+    for get in getters:
+        if get is None:
+            continue
+        try:
+            out.append(get())
+        except IndexUnavailable:
+            continue
+    return out
+
+
+def unavailable(
+    changes: Sequence[Change], catalogs: Sequence[Catalog], facts: HostFacts
+) -> str | None:
+    """Why apt would refuse a transaction of `changes`, as far as the indexes tell; or None."""
+    for change in changes:
+        for t in targets(change):
+            cat = next((c for c in catalogs if c.versions(t.name)), None)
+            if cat is None:
+                continue
+            offered = cat.versions(t.name)
+            matching = sorted((v for v in offered if version_matches(v, t.version)), key=debian_key)
+            if not matching:
+                newest = sorted(offered, key=debian_key)[-SHOWN:]
+                return (
+                    f"{change.title}: apt would be asked for {t.name}={t.version}, which"
+                    f" {cat.where} does not publish (it has {', '.join(newest)})"
+                )
+            why = _missing_dependency(cat, t.name, matching[-1], facts)
+            if why:
+                asked = f"{t.name}={t.version}" if t.version else t.name
+                return (
+                    f"{change.title}: apt would be asked for {asked}, and {why}: the"
+                    " repository (or its mirror) lacks a package of this release, perhaps"
+                    " mid-sync; wait for it to finish, or pin a release it has in full"
+                )
+    return None
+
+
+def _missing_dependency(cat: Catalog, name: str, version: str, facts: HostFacts) -> str | None:
+    """The first exact-version dependency, followed from `name` at `version` through the
+    index, that neither the index nor the host has."""
+    depends_of = getattr(cat, "depends", None)
+    if depends_of is None:  # the host's apt-cache madison: versions only
+        return None
+    todo = [(name, version)]
+    seen: set[tuple[str, str]] = set()
+    while todo:
+        pkg, ver = todo.pop()
+        if (pkg, ver) in seen:
+            continue
+        seen.add((pkg, ver))
+        for clause in (depends_of(pkg, ver) or "").split(","):
+            alts = [m for a in clause.split("|") if (m := _ALT.match(a))]
+            if not alts:
+                continue
+            found: tuple[str, str] | None = None
+            broken: list[str] = []
+            for m in alts:
+                dep, op, want = m.group(1), m.group(2), m.group(3)
+                if op != "=" or not cat.versions(dep):
+                    found = ("", "")  # unknown here, or not exact: apt's own to judge
+                    break
+                if want in cat.versions(dep):
+                    found = (dep, want)
+                    break
+                have = facts.package(dep)
+                if have is not None and have.version == want:
+                    found = ("", "")
+                    break
+                newest = sorted(cat.versions(dep), key=debian_key)[-SHOWN:]
+                broken.append(
+                    f"{dep} (= {want}), which it does not publish (it has {', '.join(newest)})"
+                )
+            if found is None:
+                return f"{pkg} {ver} in {cat.where} depends on " + " or ".join(broken)
+            if found[0]:
+                todo.append(found)
+    return None
