@@ -30,6 +30,7 @@ from gpunode.events import (
     RebootPending,
     RebootStarted,
 )
+from gpunode.execute import aptmessages
 from gpunode.execute.output import StepOutput
 from gpunode.execute.readhost import read_host
 from gpunode.execute.result import ChangeResult, HostResult
@@ -56,7 +57,6 @@ BOOT_ID = "cat /proc/sys/kernel/random/boot_id"
 # Detached, so the command returns before the connection drops.
 REBOOT_TIMEOUT = 600.0
 REBOOT = "nohup sh -c 'sleep 1; systemctl reboot || reboot' >/dev/null 2>&1 &"
-_LOCK = re.compile(r"(?:held by process|is held by) (\d+) \(([^)]*)\)")
 _CURL = re.compile(r"^curl: \(\d+\)", re.M)
 _URL = re.compile(r"https?://[^\s'\"]+")
 # apt's (gpgv's) status words for an index it refused, and what the admin can do about each
@@ -569,12 +569,13 @@ class HostRun:
 
 
 def _why(code: int, stderr: str, stdout: str, facts: HostFacts, command: str = "") -> str:
+    held = aptmessages.lock(stdout, stderr)
+    if held is not None:
+        holder = held.holder or (held.name == "dpkg lock" and facts.dpkg_lock_holder) or "unknown"
+        return f"{held.name} held by {holder}; try again when it finishes (exit {code})"
+    # apt's reason (its E: lines, the unmet Depends:, dpkg's error), else the last lines
     text = (stderr.strip() or stdout.strip()).splitlines()
-    tail = " | ".join(text[-3:]) if text else ""
-    m = _LOCK.search(stderr)
-    if "Could not get lock" in stderr or "dpkg frontend lock" in stderr:
-        holder = f"pid {m.group(1)} ({m.group(2)})" if m else facts.dpkg_lock_holder or "unknown"
-        return f"dpkg lock held by {holder}; try again when it finishes (exit {code})"
+    tail = aptmessages.summary(stdout, stderr) or (" | ".join(text[-3:]) if text else "")
     why = f"exit {code}: {tail}" if tail else f"exit {code}"
     mark = stderr.rfind("\n" + LOG_TAIL)
     if mark >= 0 or stderr.startswith(LOG_TAIL):  # a log's tail: keep all of it

@@ -227,6 +227,8 @@ class HostFacts(_Fact):
     conda: Conda = Field(default_factory=Conda)
     dpkg_lock_holder: str | None = None  # "pid 1234 (unattended-upgr)"
     dpkg_interrupted: bool = False
+    dpkg_broken: dict[str, str] = Field(default_factory=dict)
+    """Packages dpkg left half-done, with their state ("unpacked", "half-configured")."""
     files: dict[str, str] = Field(default_factory=dict)
     """sha256 of files gpunode manages (profile.d, ld.so.conf.d, sources), for idempotence."""
     file_attrs: dict[str, FileAttrs] = Field(default_factory=dict)

@@ -383,6 +383,17 @@ def _dpkg_lock(f: HostFacts, text: str) -> None:
             return
 
 
+_AUDIT = re.compile(r"audit ([a-z0-9][a-z0-9+.-]*(?::[a-z0-9-]+)?) ([a-z-]+)")
+
+
+def _dpkg_audit(f: HostFacts, text: str) -> None:
+    """`updates NAME` (a run cut before dpkg read its journal) and `audit PACKAGE STATE`."""
+    f.dpkg_interrupted = bool(text.strip())
+    for line in text.splitlines():
+        if m := _AUDIT.fullmatch(line.strip()):
+            f.dpkg_broken[m.group(1)] = m.group(2)
+
+
 def _files(f: HostFacts, text: str) -> None:
     """DIGEST MODE OWNER IDS PATH per file, tab-separated; "absent" has no attributes."""
     for line in text.splitlines():
@@ -504,7 +515,7 @@ def parse_facts(text: str) -> HostFacts:
         ),
         "conda": _conda,
         "dpkg-lock": _dpkg_lock,
-        "dpkg-audit": lambda facts, t: setattr(facts, "dpkg_interrupted", bool(t.strip())),
+        "dpkg-audit": _dpkg_audit,
         "files": _files,
         "gpu-procs": _gpu_procs,
         "kernels": _kernels,

@@ -159,10 +159,11 @@ for l in /var/lib/dpkg/lock-frontend /var/lib/dpkg/lock; do
 done
 section dpkg-audit
 [ -d /var/lib/dpkg/updates ] && ls -A /var/lib/dpkg/updates 2>/dev/null | head -n 5 | sed 's/^/updates /'
-# what `dpkg --audit` reports, read straight from the status file (a tenth of the time)
-[ -r /var/lib/dpkg/status ] && grep -E \
-  '^Status: [a-z]+ [a-z]+ (half-installed|unpacked|half-configured|triggers-awaited|triggers-pending)$' \
-  /var/lib/dpkg/status | head -n 20 | sed 's/^/audit /'
+# what `dpkg --audit` reports (package and state), read straight from the status file
+# (a tenth of the time)
+[ -r /var/lib/dpkg/status ] && awk '/^Package: /{p=$2} /^Status: /{s=$4
+  if (s ~ /^(half-installed|unpacked|half-configured|triggers-awaited|triggers-pending)$/)
+    print "audit", p, s}' /var/lib/dpkg/status | head -n 20
 section files
 printf '%s\n' "$files" | while IFS= read -r f; do
   [ -n "$f" ] || continue

@@ -124,7 +124,9 @@ def render(name: str, f: HostFacts) -> str:
     if f.dpkg_lock_holder:
         rows.append(("dpkg lock", f.dpkg_lock_holder))
     if f.dpkg_interrupted:
-        rows.append(("dpkg", "interrupted: run dpkg --configure -a"))
+        half = ", ".join(f"{n} {st}" for n, st in sorted(f.dpkg_broken.items()))
+        rows.append(("dpkg", "interrupted" + (f" ({half})" if half else "")
+                     + ": the next apply finishes it"))  # fmt: skip
     for err in f.errors:
         rows.append(("parse error", err))
     width = max(len(k) for k, _ in rows)

@@ -232,3 +232,57 @@ def test_controller_killed_then_apply_converges(
     assert diff == [], " ".join(diff)
     code, evs = apply(lab, inv, "-l", host)
     assert code == 0 and of(evs, "change-started") == []
+
+
+# dpkg's states for a package a run left half-done (what `dpkg --audit` reports)
+HALF_DONE = (
+    "half-installed",
+    "unpacked",
+    "half-configured",
+    "triggers-awaited",
+    "triggers-pending",
+)
+STATES = "dpkg-query -W -f='${binary:Package} ${db:Status-Status}\\n'"
+
+
+def half_done(inv: Path, host: str) -> dict[str, str]:
+    """Every package of the host's dpkg database that is not in a settled state."""
+    rows = (line.split(" ", 1) for line in on_host(inv, host, STATES).splitlines())
+    return {name: state for name, state in rows if state in HALF_DONE}
+
+
+def test_unpacked_with_a_dependency_missing_recovers(lab: Lab, tmp_path: Path) -> None:
+    """As a disk that filled during dpkg's unpack leaves a host: a package unpacked, the
+    package it depends on gone. The next apply finishes dpkg's run (dpkg --configure -a
+    fails on the dependency; apt-get -f install brings it back, with the host's pins) and
+    goes on with its plan; dpkg's database ends settled and the next plan is empty."""
+    host = "lab-02"
+    fresh(lab, host)
+    inv = lab.inventory(tmp_path, **STACK)
+    code, evs = apply(lab, inv, "-l", host)
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "host-finished")]
+    converged = packages(inv, host)
+    dev, lib = "libnccl-dev", "libnccl2"
+    assert dev in converged and lib in converged, converged
+    on_host(
+        inv, host,
+        f"cd /tmp && apt-get download {dev}={converged[dev][0]}"
+        f" && sudo dpkg -r --force-depends --force-hold {lib}"
+        f" && sudo dpkg --unpack /tmp/{dev}_*.deb",
+    )  # fmt: skip
+    assert half_done(inv, host) == {dev: "unpacked"}
+    assert lib not in packages(inv, host)
+
+    code, evs = apply(lab, inv, "-l", host)
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "host-finished")]
+    plan = of(evs, "plan-ready", host)[0]
+    first = plan["changes"][0]
+    assert first["task"] == "finish an interrupted dpkg run", plan["changes"]
+    assert first["reason"] == f"dpkg was interrupted: {dev} unpacked", first
+    titles = [c["title"] for c in of(evs, "change-finished", host) if c["status"] == "changed"]
+    assert titles[0] == "finish an interrupted dpkg run", titles
+    assert half_done(inv, host) == {}
+    assert on_host(inv, host, "sudo dpkg --audit").strip() == ""
+    assert packages(inv, host) == converged  # versions and holds as the stack has them
+    code, evs = apply(lab, inv, "-l", host)
+    assert code == 0 and of(evs, "change-started") == []

@@ -89,6 +89,8 @@ env /opt/miniforge3
 /var/lib/dpkg/lock-frontend 4242 unattended-upgr
 ### dpkg-audit
 updates 0001
+audit libcudnn9-dev-cuda-12 unpacked
+audit bad;name unpacked
 ### files
 abc123\t644\troot:root\t0:0\t/etc/profile.d/gpunode-cuda.sh
 absent\t/etc/ld.so.conf.d/gpunode-cuda.conf
@@ -123,6 +125,7 @@ def test_synthetic_sections() -> None:
     ]
     assert f.dpkg_lock_holder == "pid 4242 (unattended-upgr)"
     assert f.dpkg_interrupted
+    assert f.dpkg_broken == {"libcudnn9-dev-cuda-12": "unpacked"}  # a name no package has: left out
     assert f.files == {"/etc/profile.d/gpunode-cuda.sh": "abc123",
                        "/etc/ld.so.conf.d/gpunode-cuda.conf": "absent",
                        "/etc/apt/sources.list.d/secret.list": "unreadable"}  # fmt: skip
