@@ -54,6 +54,9 @@ if TYPE_CHECKING:
     from gpunode.inventory.model import Host
 
 BOOT_ID = "cat /proc/sys/kernel/random/boot_id"
+REPLANS = 5
+"""Plans after a run's changes, each of them making only changes not made yet, before the
+host is taken for one that never settles."""
 # Detached, so the command returns before the connection drops.
 REBOOT_TIMEOUT = 600.0
 REBOOT = "nohup sh -c 'sleep 1; systemctl reboot || reboot' >/dev/null 2>&1 &"
@@ -110,12 +113,19 @@ class HostRun:
         owes the host."""
         self.reboot_instead: str | None = None
         """Why the host reboots after all: a module reload whose unload was refused."""
+        self.read_at = 0
+        """len(result.changes) when the host was last read: the changes made since come after."""
+        self.boot_at = 0
+        """len(result.changes) at the last reboot: the changes this boot has seen made."""
 
     # -- reading -------------------------------------------------------------------------------
 
-    def read(self, *, apply: bool = False) -> tuple[HostFacts, HostPlan]:
+    def read(self, *, apply: bool = False, verify: bool = False) -> tuple[HostFacts, HostPlan]:
         """`apply`: the host is being converged, so a role's own shell checks (a command's
-        `unless:`) run too, once the facts show it is not refused; plan and --check run none."""
+        `unless:`) run too, once the facts show it is not refused; plan and --check run none.
+        `verify`: the read after a run's changes; its plan reaches the views only when it
+        still has changes (or is refused)."""
+        self.read_at = len(self.result.changes)
         self.bus.emit(HostStatusChanged(self.host.name, status="gathering"))
         files = [*managed_paths(self.host, self.opts.search), *self.opts.extra_files]
         conda = [self.host.stack.conda.prefix] if self.host.stack.conda else []
@@ -152,6 +162,8 @@ class HostRun:
             on_host = self._host_catalog(plan.versions_on_host, facts, self.host.repos.nvidia)
             plan = self._plan(facts, probes, lambda: on_host)
         self.result.plans.append(plan.to_json())
+        if verify and plan.empty:
+            return facts, plan
         self.bus.emit(
             PlanReady(
                 self.host.name,
@@ -221,14 +233,12 @@ class HostRun:
         reason = self.reboot_instead or (plan.changes[-1].reason if plan.needs_reboot else "")
         self.reboot_instead = None
         if reason and self.opts.no_reboot:
-            self.result.status = "reboot-pending"
-            self.result.message = f"reboot pending: {reason}"
-            self.bus.emit(RebootPending(self.host.name, reason=reason))
-            self.bus.emit(HostStatusChanged(self.host.name, status="reboot-pending", detail=reason))
+            self._reboot_pending(reason)
             return  # after_disrupt waits for the reboot: the host stays drained until then
         if reason:
             if not self._reboot(reason, facts):
                 return
+            self.boot_at = len(self.result.changes)  # a boot may undo what the last one kept
             facts, plan = self.read(apply=True)
             if plan.refused:
                 self._fail(f"refused after the reboot: {plan.refused}")
@@ -238,11 +248,45 @@ class HostRun:
                 return
             if not self._apply(plan, facts):
                 return
+        if not self._converged():
+            return
         self.result.status = "changed" if self.result.changed else "ok"
         if self.opts.smoke and self.host.stack.smoke:
             self._smoke()
         if self.after_disrupt is not None and self.result.status in ("ok", "changed"):
             self._hook("after_disrupt", self.after_disrupt)
+
+    def _converged(self) -> bool:
+        """Read the host again after the changes made since it was last read (none: no round
+        trip). A change this boot has seen made that the plan asks for again does not
+        converge: the host fails, naming it. A change not made yet is made, and read again."""
+        for _ in range(REPLANS):
+            if not any(r.status == "changed" for r in self.result.changes[self.read_at :]):
+                return True
+            facts, plan = self.read(apply=True, verify=True)
+            if plan.refused:
+                self._fail(f"refused after its changes: {plan.refused}")
+                return False
+            made = {k for r in self.result.changes[self.boot_at :] if r.status == "changed"
+                    for k in _parts(r.role, r.title)}  # fmt: skip
+            again = [c for c in plan.changes if _parts(c.role, c.title) & made]
+            if again:
+                said = "; ".join(f"{c.title} ({c.reason})" for c in again)
+                self._fail(f"does not converge: {said}")
+                return False
+            if not self._apply(plan, facts):
+                return False
+            if plan.needs_reboot:  # found only after the changes: the next apply reboots
+                self._reboot_pending(plan.changes[-1].reason)
+                return False
+        self._fail(f"does not converge: still changing after {REPLANS} plans")
+        return False
+
+    def _reboot_pending(self, reason: str) -> None:
+        self.result.status = "reboot-pending"
+        self.result.message = f"reboot pending: {reason}"
+        self.bus.emit(RebootPending(self.host.name, reason=reason))
+        self.bus.emit(HostStatusChanged(self.host.name, status="reboot-pending", detail=reason))
 
     def _check_only(self, plan: HostPlan) -> None:
         for c in plan.changes:
@@ -587,6 +631,13 @@ def _why(code: int, stderr: str, stdout: str, facts: HostFacts, command: str = "
         if url and url not in why:
             why += f" (fetching {url})"
     return why
+
+
+def _parts(role: str, title: str) -> set[tuple[str, str]]:
+    """(role, task) of each task a change does: one apt transaction may join several
+    ("driver+cuda_toolkit: NVIDIA driver ...; CUDA toolkit 12.4")."""
+    task = title.removeprefix(f"{role}: ") if role else title
+    return {(r, t) for r in role.split("+") for t in task.split("; ")}
 
 
 def planned(c: Change) -> PlannedChange:

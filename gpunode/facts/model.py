@@ -152,7 +152,8 @@ class DkmsModule(_Fact):
 class Kernels(_Fact):
     """The kernels a host has: installed, the one it boots next, those with headers."""
 
-    installed: list[str] = Field(default_factory=list)  # /lib/modules/<k> with /boot/vmlinuz-<k>
+    # /lib/modules/<k> with /boot/vmlinuz-<k>, and the running kernel (a diskless host's too)
+    installed: list[str] = Field(default_factory=list)
     next_boot: str | None = None  # where /boot/vmlinuz points (Ubuntu: the newest installed)
     headers: list[str] = Field(default_factory=list)  # /usr/src/linux-headers-<k> or .../build
 

@@ -193,9 +193,11 @@ find /proc/[0-9]*/fd -maxdepth 1 -lname '/dev/nvidia*' 2>/dev/null | cut -d/ -f3
   done
 # --- kernels and DKMS: installed kernels, the next boot's, headers, `dkms status` ---
 section kernels
-for d in /lib/modules/*; do
-  k=${d##*/}
-  [ -e "/boot/vmlinuz-$k" ] || continue
+# the running kernel counts without its /boot image: a PXE-booted (diskless) host has none
+running=$(uname -r)
+for k in $({ ls -1 /lib/modules 2>/dev/null; echo "$running"; } | sort -u); do
+  d=/lib/modules/$k
+  [ -e "/boot/vmlinuz-$k" ] || [ "$k" = "$running" ] || continue
   printf 'installed %s\n' "$k"
   if [ -d "/usr/src/linux-headers-$k" ] || [ -e "$d/build" ]; then printf 'headers %s\n' "$k"; fi
 done
