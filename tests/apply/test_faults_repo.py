@@ -200,6 +200,10 @@ def test_a_package_missing_from_the_pool_fails_the_install_cleanly(
     assert message.startswith("driver: NVIDIA driver 550.163.01 (open): exit 100: ")
     assert f"E: Failed to fetch {url}/ubuntu2204/x86_64/./{gone.name}  404" in message, message
     assert_nothing_of_the_driver_went_in(inv, before)
+    # the release pin written for the transaction is taken back with it
+    assert "restored /etc/apt/preferences.d/gpunode-nvidia-driver" in message, message
+    prefs = on_host(inv, HOST, "ls -A /etc/apt/preferences.d/")
+    assert "gpunode-nvidia-driver" not in prefs, prefs
 
 
 def test_a_bad_inrelease_signature_fails_the_first_apt_step(
