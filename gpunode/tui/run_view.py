@@ -13,7 +13,7 @@ from textual.widgets import DataTable, Log, Static
 
 from gpunode.tui.filtering import matches
 from gpunode.tui.fmt import bar, elapsed, mark
-from gpunode.tui.runstate import HostRun, RunState
+from gpunode.tui.runstate import HostRun, RunState, Step
 from gpunode.tui.tablesync import Cell, TableSync
 
 COLUMNS = (
@@ -46,6 +46,24 @@ def host_cells(h: HostRun, now: float) -> list[Cell]:
     ]
 
 
+# a plan entry's status -> its mark and style (a failed change is a red cross, never a check)
+STEP_MARKS: dict[str, tuple[str, str]] = {
+    "": ("·", ""),
+    "running": ("▶", "bold cyan"),
+    "ok": ("✔", "green"),
+    "changed": ("✔", "green"),
+    "skipped": ("–", "dim"),
+    "failed": ("✘", "bold red"),
+    "unreachable": ("⊘", "bold red"),
+    "rebooting": ("↻", "bold magenta"),
+    "rebooted": ("✔", "green"),
+}
+
+
+def step_mark(step: Step) -> tuple[str, str]:
+    return STEP_MARKS.get(step.status, ("?", ""))
+
+
 def plan_text(h: HostRun) -> Text:
     """The selected host's status, plan and diffs. Built as Text, never markup: commands
     and messages are full of brackets and `=` that a markup parser would take for tags."""
@@ -55,12 +73,12 @@ def plan_text(h: HostRun) -> Text:
         out.append("\n").append(h.message, "red")
     if h.refused:
         out.append("\n").append(f"refused: {h.refused}", "red")
-    if h.plan:
-        n = len(h.plan)
+    if h.steps:
+        n = h.total
         out.append("\n").append("Plan", "bold").append(f" ({n} change{'s' if n != 1 else ''})")
-        for i, change in enumerate(h.plan):
-            done = "✔" if i < h.done else ("▶" if i == h.done and h.status == "applying" else "·")
-            out.append(f"\n {done} {change.title}")
+        for step in h.steps:
+            m, style = step_mark(step)
+            out.append("\n ").append(m, style).append(f" {step.change.title}")
     elif h.status not in ("waiting", "connecting", "gathering"):
         out.append("\n").append("no changes planned", "dim")
     for title, diff in h.diffs:

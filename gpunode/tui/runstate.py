@@ -2,7 +2,13 @@
 
 `RunState.apply(event)` returns the host whose row changed ("" for run-wide
 changes), so a view redraws only what moved. The recap is not worked out here: it
-is the executor's own (`RunFinished.hosts`), kept per host across retries.
+is the executor's own (`RunFinished.hosts`), kept per host across retries, and its
+counts replace the live ones when it comes.
+
+Progress counts what the executor runs: a plan's reboot is no change of its own (the
+executor reboots after the rest; the recap counts no change for it), and a failed change
+is no progress. A host plans again after its repository is configured and after a reboot:
+what ran stays, the rest is the new plan.
 """
 
 from __future__ import annotations
@@ -16,6 +22,28 @@ from gpunode import events as ev
 
 OUTPUT_LINES = 2000
 FINAL = frozenset({"ok", "changed", "failed", "unreachable", "skipped", "reboot-pending"})
+DONE = frozenset({"ok", "changed", "skipped"})
+"""A change's ChangeFinished statuses that are progress (a failed change is not)."""
+RAN = DONE | {"failed", "running"}
+
+
+def only_reboot(c: ev.PlannedChange) -> bool:
+    """The plan's reboot: it runs nothing itself, the executor reboots after the rest."""
+    return c.reboot and not c.commands
+
+
+@dataclass(eq=False)
+class Step:
+    """One entry of a host's plan and what became of it: "" (to do), "running", a
+    ChangeFinished status, or for the reboot "rebooting" / "rebooted"."""
+
+    change: ev.PlannedChange
+    status: str = ""
+
+    @property
+    def counts(self) -> bool:
+        """A change the executor runs (the reboot only where it ran as one, in --check)."""
+        return not only_reboot(self.change) or self.status in RAN
 
 
 @dataclass
@@ -24,14 +52,12 @@ class HostRun:
     status: str = "waiting"
     detail: str = ""
     step: str = ""
-    total: int = 0
-    done: int = 0
     ok: int = 0
     changed: int = 0
     failed: int = 0
     started: float | None = None
     finished: float | None = None
-    plan: list[ev.PlannedChange] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
     refused: str | None = None
     diffs: list[tuple[str, str]] = field(default_factory=list)
     output: deque[str] = field(default_factory=lambda: deque(maxlen=OUTPUT_LINES))
@@ -45,6 +71,41 @@ class HostRun:
     @property
     def final(self) -> bool:
         return self.status in FINAL
+
+    @property
+    def total(self) -> int:
+        """The changes the executor runs, planned so far (the reboot aside)."""
+        return sum(1 for s in self.steps if s.counts)
+
+    @property
+    def done(self) -> int:
+        """Changes finished, failed ones not."""
+        return sum(1 for s in self.steps if s.status in DONE)
+
+    def replan(self, changes: Iterable[ev.PlannedChange]) -> None:
+        """What ran (or is running, or rebooted) stays; the new plan replaces the rest."""
+        self.steps = [s for s in self.steps if s.status] + [Step(c) for c in changes]
+
+    def step_for(self, title: str, *, finished: bool) -> Step:
+        """The plan's entry a change event is about: the next to do with its title (when
+        it finished, the running one first, else the running one whatever its title), else
+        a new entry (a change no plan named)."""
+        wanted = ("running", "") if finished else ("",)
+        for status in wanted:
+            for s in self.steps:
+                if s.status == status and s.change.title == title:
+                    return s
+        running = [s for s in self.steps if s.status == "running"]
+        if finished and running:
+            return running[0]
+        s = Step(ev.PlannedChange(role="", task=title, op="", reason=""))
+        self.steps.append(s)
+        return s
+
+    def position(self, step: Step) -> int:
+        """`step`'s number among the changes that count (1-based)."""
+        counted = [s for s in self.steps if s.counts]
+        return next(i for i, s in enumerate(counted, 1) if s is step)
 
     def elapsed(self, now: float) -> float | None:
         if self.started is None:
@@ -122,6 +183,9 @@ class RunState:
             self.exit_code = e.exit_code
             self.seconds = e.seconds
             self.finished.update((r.host, r) for r in e.hosts)
+            for r in e.hosts:  # the recap's counts are the truth
+                h = self.host(r.host)
+                h.ok, h.changed, h.failed = r.ok, r.changed, r.failed
             return ""
         if not e.host:
             return None
@@ -143,9 +207,7 @@ class RunState:
         elif isinstance(e, ev.FactsGathered):
             h.detail = f"facts in {e.seconds:.1f}s"
         elif isinstance(e, ev.PlanReady):
-            # A host plans again after a reboot: what is done stays, the rest is the new plan.
-            h.plan = h.plan[: h.done] + list(e.changes)
-            h.total = len(h.plan)
+            h.replan(e.changes)
             h.refused = e.refused
             if e.refused:
                 h.message = e.refused
@@ -153,16 +215,17 @@ class RunState:
             self._begin(h, e.ts)
             if h.status not in ("rebooting",):
                 h.status = "applying"
-            h.total = max(h.total, h.done + 1)
-            h.step = f"[{h.done + 1}/{h.total}] {e.title}"
+            step = h.step_for(e.title, finished=False)
+            step.status = "running"
+            h.step = f"[{h.position(step)}/{h.total}] {e.title}"
             if h.partial:
                 h.add_output("\n")
             h.add_line(f"── {h.step}")
         elif isinstance(e, ev.CommandOutput):
             h.add_output(e.text)
         elif isinstance(e, ev.ChangeFinished):
-            h.done += 1
-            if e.status == "ok":
+            h.step_for(e.title, finished=True).status = e.status
+            if e.status in ("ok", "skipped"):  # the recap's ok counts skipped changes
                 h.ok += 1
             elif e.status == "changed":
                 h.changed += 1
@@ -173,8 +236,10 @@ class RunState:
                 h.diffs.append((e.title, e.diff))
         elif isinstance(e, ev.RebootStarted):
             h.status, h.step = "rebooting", f"reboot: {e.reason}"
+            self._reboot_steps(h, e.reason, "", "rebooting")
         elif isinstance(e, ev.RebootFinished):
             h.status, h.step = "applying", f"rebooted in {e.seconds:.0f}s"
+            self._reboot_steps(h, "", "rebooting", "rebooted")
         elif isinstance(e, ev.DoctorFinding):
             h.doctor.append(e)
         elif isinstance(e, ev.SmokeResult):
@@ -183,7 +248,13 @@ class RunState:
                 h.status, h.step = "smoke", f"smoke: {e.result.name}"
         elif isinstance(e, ev.HostFinished):
             h.status = e.status
-            h.ok, h.changed, h.failed = e.ok, e.changed, e.failed
+            # A host that failed before (or after) its changes counts one failure, as
+            # HostResult.recap counts it.
+            failed = e.failed or (1 if e.status == "failed" else 0)
+            h.ok, h.changed, h.failed = e.ok, e.changed, failed
+            for s in h.steps:  # a change cut off (sudo refused, host gone) ends with its host
+                if s.status == "running":
+                    s.status = e.status if e.status in ("failed", "unreachable") else ""
             h.finished = e.ts
             self._begin(h, e.ts - e.seconds)
             h.step = ""
@@ -192,6 +263,18 @@ class RunState:
         else:
             return None
         return h.name
+
+    @staticmethod
+    def _reboot_steps(h: HostRun, reason: str, was: str, now: str) -> None:
+        """The plan's reboot entries go `was` -> `now`; a reboot no plan named (a module
+        reload refused: the executor reboots instead) gets an entry of its own."""
+        found = [s for s in h.steps if only_reboot(s.change) and s.status == was]
+        if not found and reason:
+            found = [Step(ev.PlannedChange(role="", task="reboot", op="reboot",
+                                           reason=reason, reboot=True))]  # fmt: skip
+            h.steps += found
+        for s in found:
+            s.status = now
 
     def recap(self) -> list[ev.HostRecap]:
         """The recap lines the runs reported, in the hosts' order."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpunode import events as ev
+from gpunode.execute.result import ChangeResult, HostResult, RunResult
 from gpunode.monitor import Board, GpuProcess, GpuSample
 
 T0 = 1_700_000_000.0
@@ -183,4 +184,95 @@ def smoke_run_events(finished: bool = True) -> list[ev.Event]:
             unit="GPUs", seconds=0.4), ts=T0 + 91))  # fmt: skip
         out.append(ev.HostFinished("gpu-b", status="ok", ok=1, seconds=90.0, ts=T0 + 91))
         out.append(ev.RunFinished("", exit_code=2, seconds=91.0, ts=T0 + 91))
+    return out
+
+
+class Executor:
+    """One host's events as gpunode.execute.host.HostRun emits them (plans, numbered
+    changes, reboots; run.py's HostFinished), with the HostResult the executor keeps: its
+    recap is the truth the screen must agree with."""
+
+    def __init__(self, host: str) -> None:
+        self.host = host
+        self.index = 0  # the executor numbers a host's changes 1.. across its plans
+        self.result = HostResult(host)
+        self.events: list[ev.Event] = []
+        self.plan: tuple[ev.PlannedChange, ...] = ()
+
+    def emit(self, e: ev.Event) -> None:
+        self.events.append(e)
+
+    def take(self) -> list[ev.Event]:
+        """The events emitted since the last take."""
+        out, self.events = self.events, []
+        return out
+
+    def read(self, *changes: ev.PlannedChange) -> None:
+        self.emit(ev.HostStatusChanged(self.host, status="gathering", ts=T0))
+        self.emit(ev.FactsGathered(self.host, facts={}, seconds=0.5, ts=T0))
+        self.emit(ev.HostStatusChanged(self.host, status="planning", ts=T0))
+        self.plan = changes
+        self.emit(ev.PlanReady(self.host, changes=changes, ts=T0))
+
+    def apply(self, *, fail: str = "", skip: str = "") -> bool:
+        """Run the plan's changes but its reboot; the one titled `fail` fails (and the host
+        with it), the one titled `skip` is skipped (a module reload refused)."""
+        todo = [c for c in self.plan if c.commands or not c.reboot]
+        if todo:
+            self.emit(ev.HostStatusChanged(self.host, status="applying", ts=T0))
+        total = self.index + len(todo)
+        for c in todo:
+            self.index += 1
+            i = self.index
+            self.emit(ev.ChangeStarted(self.host, index=i, total=total, title=c.title, ts=T0))
+            self.emit(ev.CommandOutput(self.host, index=i, stream="stdout", text="..\n", ts=T0))
+            status = "failed" if c.title == fail else "skipped" if c.title == skip else "changed"
+            message = "exit 100: E: boom" if status == "failed" else c.reason
+            self.result.changes.append(ChangeResult(c.title, c.role, c.op, c.reason, status,
+                                                    1.0, list(c.commands), message))  # fmt: skip
+            self.emit(ev.ChangeFinished(self.host, index=i, title=c.title, status=status,
+                                        seconds=1.0, message=message, ts=T0))  # fmt: skip
+            if status == "failed":
+                self.result.status, self.result.message = "failed", f"{c.title}: {message}"
+                self.emit(ev.HostStatusChanged(self.host, status="failed",
+                                               detail=self.result.message, ts=T0))  # fmt: skip
+                return False
+        return True
+
+    def check(self) -> None:
+        """--check: every planned change, the reboot too, finishes as skipped."""
+        for c in self.plan:
+            self.index += 1
+            self.result.changes.append(ChangeResult(c.title, c.role, c.op, c.reason, "skipped",
+                                                    0.0))  # fmt: skip
+            self.emit(ev.ChangeFinished(self.host, index=self.index, title=c.title,
+                                        status="skipped", seconds=0.0,
+                                        message=f"would change: {c.reason}", ts=T0))  # fmt: skip
+        self.result.status = "changed" if self.plan else "ok"
+
+    def reboot(self, reason: str) -> None:
+        self.emit(ev.RebootStarted(self.host, reason=reason, ts=T0))
+        self.emit(ev.HostStatusChanged(self.host, status="rebooting", detail=reason, ts=T0))
+        self.result.rebooted = True
+        self.emit(ev.RebootFinished(self.host, seconds=30.0, boot_id="b2", ts=T0))
+
+    def finish(self) -> ev.HostRecap:
+        r = self.result
+        if r.status == "ok":  # converged (--check has said "changed" already)
+            r.status = "changed" if r.changed else "ok"
+        self.emit(ev.HostFinished(self.host, status=r.status, ok=r.ok, changed=r.changed,
+                                  failed=r.failed, message=r.message, ts=T0))  # fmt: skip
+        return r.recap()
+
+
+def started(*hosts: Executor) -> ev.RunStarted:
+    return ev.RunStarted("", command="apply", hosts=tuple(h.host for h in hosts), ts=T0)
+
+
+def ended(*hosts: Executor) -> list[ev.Event]:
+    """Each host's HostFinished, then RunFinished with the executor's own recap."""
+    recap = tuple(h.finish() for h in hosts)
+    out = [e for h in hosts for e in h.take()]
+    run = RunResult({h.host: h.result for h in hosts})
+    out.append(ev.RunFinished("", exit_code=int(run.exit_code), seconds=1.0, hosts=recap, ts=T0))
     return out
