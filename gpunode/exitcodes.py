@@ -3,9 +3,9 @@
 hosts end differently.
 
 When the hosts of one run end differently, the status of the first that applies wins:
-host key changed (6), then a host failed (2), then unreachable (3), then refused or bad
-input (4), then reboot pending (8), then changes pending (7), then (doctor) an error found
-(10), then a warning found (9), else 0.
+host key changed (6), then a host failed (2), then unreachable (3), then locked by another
+run (11), then refused or bad input (4), then reboot pending (8), then changes pending
+(7), then (doctor) an error found (10), then a warning found (9), else 0.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ class ExitCode(IntEnum):
     REBOOT_PENDING = 8
     DOCTOR_WARNING = 9
     DOCTOR_ERROR = 10
+    LOCKED = 11
     INTERRUPTED = 130
 
     @property
@@ -45,6 +46,7 @@ MEANINGS: dict[ExitCode, str] = {
     ExitCode.REBOOT_PENDING: "a reboot pending (apply --no-reboot)",
     ExitCode.DOCTOR_WARNING: "doctor found a warning on a host, and no error",
     ExitCode.DOCTOR_ERROR: "doctor found an error on a host",
+    ExitCode.LOCKED: "another apply holds a host's lock or the inventory's: not touched",
     ExitCode.INTERRUPTED: "interrupted (Ctrl-C, or the terminal UI quit before the run ended)",
 }
 
@@ -52,6 +54,7 @@ RANK: tuple[ExitCode, ...] = (
     ExitCode.HOSTKEY,
     ExitCode.FAILED,
     ExitCode.UNREACHABLE,
+    ExitCode.LOCKED,
     ExitCode.BAD_INPUT,
     ExitCode.REBOOT_PENDING,
     ExitCode.PENDING,
@@ -64,6 +67,7 @@ HOST_STATUS: dict[str, ExitCode] = {
     "hostkey-changed": ExitCode.HOSTKEY,
     "failed": ExitCode.FAILED,
     "unreachable": ExitCode.UNREACHABLE,
+    "locked": ExitCode.LOCKED,
     "refused": ExitCode.BAD_INPUT,
     "reboot-pending": ExitCode.REBOOT_PENDING,
     "pending": ExitCode.PENDING,

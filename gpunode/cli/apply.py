@@ -36,8 +36,9 @@ def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...
           allow_change_held: bool) -> None:  # fmt: skip
     """Converge each host to its declared stack, then run its smoke tests.
 
-    Exit status: as `gpunode --help` lists; when hosts end differently, 6 > 2 > 3 > 4 > 8
-    > 7 (7: --check --detailed-exitcode and a host would change; 8: --no-reboot).
+    Exit status: as `gpunode --help` lists; when hosts end differently, 6 > 2 > 3 > 11 > 4
+    > 8 > 7 (7: --check --detailed-exitcode and a host would change; 8: --no-reboot; 11:
+    another apply holds the inventory here, or a host).
     """
     from gpunode.execute.host import Options
     from gpunode.execute.session import ApplySession, Pacing
@@ -63,6 +64,14 @@ def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...
                    allow_busy=allow_busy, allow_change_held=allow_change_held)  # fmt: skip
     session = ApplySession(hosts, opts, pacing=Pacing(forks, serial, max_fail),
                            become_password=password)  # fmt: skip
+    if not check:  # a second apply of this inventory here refuses at once
+        from gpunode.execute.inventorylock import InventoryLocked
+
+        try:
+            session.lock_inventory(inventory)
+        except InventoryLocked as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(ExitCode.LOCKED)
     if not (yes or check) and not confirm(session):
         click.echo("nothing was changed", err=True)
         sys.exit(ExitCode.OK)

@@ -30,7 +30,8 @@ from gpunode.events import (
     RebootPending,
     RebootStarted,
 )
-from gpunode.execute import aptmessages
+from gpunode.execute import aptmessages, journal
+from gpunode.execute import hostlock
 from gpunode.execute.output import StepOutput
 from gpunode.execute.readhost import read_host
 from gpunode.execute.result import ChangeResult, HostResult
@@ -98,6 +99,10 @@ class Options:
     """Reads the repository index a host uses when its specs need one (shared by hosts)."""
     allow_change_held: bool = False
     """A change may move a package whose hold the admin set (--allow-change-held)."""
+    run_id: str = ""
+    """The run record's id: the owner named in each host's lock (execute/hostlock.py)."""
+    run_id: str = ""
+    """The run record's id: the owner named in each host's lock (execute/hostlock.py)."""
 
 
 class HostRun:
@@ -113,6 +118,8 @@ class HostRun:
         owes the host."""
         self.reboot_instead: str | None = None
         """Why the host reboots after all: a module reload whose unload was refused."""
+        self.lock_owner: hostlock.Owner | None = None
+        """This run as the host's lock names it, while it holds that lock."""
         self.read_at = 0
         """len(result.changes) when the host was last read: the changes made since come after."""
         self.boot_at = 0
@@ -203,10 +210,40 @@ class HostRun:
     def run(self) -> HostResult:
         start = time.monotonic()
         try:
-            self._run()
+            if self._lock():
+                try:
+                    self._run()
+                except HostUnreachableError:
+                    self.lock_owner = None  # no waiting on a dead host: its lock goes stale
+                    raise
+                finally:
+                    self._unlock()
         finally:
             self.result.seconds = round(time.monotonic() - start, 3)
         return self.result
+
+    def _lock(self) -> bool:
+        """An apply holds the host's lock from before its plan to its end; a lock another
+        run holds refuses the host (exit 11). --check changes nothing and takes none."""
+        if self.opts.check:
+            return True
+        me = self.lock_owner or hostlock.this_run(self.opts.run_id)
+        try:
+            got = hostlock.take(self.t, me)
+        except BecomeError as exc:  # sudo needs a password: no change could run either
+            got = hostlock.Outcome(False, note=f"not locked: {exc}")
+        if got.locked:
+            self.lock_owner = me
+        if got.note:
+            self.bus.emit(HostStatusChanged(self.host.name, status="gathering", detail=got.note))
+        if got.refused:
+            self._fail(got.refused)
+            self.result.locked = not self.result.rebooted  # after its reboot: this run's own
+        return not got.refused
+
+    def _unlock(self) -> None:
+        if self.lock_owner is not None:
+            hostlock.release(self.t, self.lock_owner.run)
 
     def _run(self) -> None:
         facts, plan = self.read(apply=not self.opts.check)
@@ -351,7 +388,9 @@ class HostRun:
         diff = self._diff(c) if self.opts.diff else ""
         start = time.monotonic()
         done: list[str] = []
-        for step in c.steps:
+        # the step journal's writes ride on the change's own commands (execute/journal.py)
+        runs = journal.commands(c, self.opts.run_id or journal.unrecorded_run())
+        for step, (command, stdin) in zip(c.steps, runs, strict=True):
             said: dict[str, list[str]] = {"stdout": [], "stderr": []}
 
             def out(stream: str, text: str, i: int = i, said: dict[str, list[str]] = said) -> None:
@@ -361,9 +400,9 @@ class HostRun:
             try:
                 with self._idle(c.apt or c.long_running):
                     res = self.t.run(
-                        step.command,
+                        command,
                         sudo=c.sudo,
-                        stdin=step.stdin.encode() if step.stdin is not None else None,
+                        stdin=stdin,
                         on_output=out,
                         timeout=self.host.ssh.command_timeout,
                     )
@@ -382,6 +421,7 @@ class HostRun:
             self.result.round_trips += 1
             done.append(step.shown())
             if not res.ok and c.reload is not None and res.exit_code == RELOAD_REFUSED:
+                self._journal_end(c)  # the reboot does its work: nothing to run again
                 return self._reload_refused(c, i, start, done, res.stderr, diff)
             if not res.ok:
                 why = _why(res.exit_code, res.stderr, res.stdout, facts, str(step.command))
@@ -407,6 +447,16 @@ class HostRun:
             )
         )
         return True
+
+    def _journal_end(self, c: Change) -> None:
+        """End a change's journal entry on its own (one round trip; rare)."""
+        if not journal.journaled(c):
+            return
+        try:
+            self.t.run(journal.end_command(c), sudo=True, timeout=30)
+        except TransportError:
+            return  # left begun: the next apply runs the reload again, harmlessly
+        self.result.round_trips += 1
 
     def _reload_refused(
         self, c: Change, i: int, start: float, done: list[str], stderr: str, diff: str
@@ -574,7 +624,7 @@ class HostRun:
         secs = round(time.monotonic() - start, 3)
         self.result.rebooted, self.result.reboot_seconds, self.result.boot_id = True, secs, new
         self.bus.emit(RebootFinished(name, seconds=secs, boot_id=new))
-        return True
+        return self._lock()  # the host's lock, kept: now with the new boot id
 
     # -- smoke ---------------------------------------------------------------------------------
 

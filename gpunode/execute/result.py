@@ -47,11 +47,16 @@ class HostResult:
     facts_seconds: list[float] = field(default_factory=list)
     refused: bool = False
     """Failed because its stack was refused before any change was made (exit 4)."""
+    locked: bool = False
+    """Failed because another run holds the host's lock: not touched (exit 11)."""
 
     @property
     def final(self) -> str:
-        """The status the run's exit status ranks: "refused" for a refused stack."""
-        return "refused" if self.refused and self.status == "failed" else self.status
+        """The status the run's exit status ranks: "refused" for a refused stack, "locked"
+        for a host another run holds."""
+        if self.status == "failed" and (self.refused or self.locked):
+            return "locked" if self.locked else "refused"
+        return self.status
 
     @property
     def changed(self) -> int:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpunode.events import Bus
+from gpunode.execute import inventorylock
 from gpunode.execute.host import Options
 from gpunode.execute.preview import plan_hosts
 from gpunode.execute.result import RunResult
@@ -56,6 +57,7 @@ class ApplySession:
         self.opener = opener
         self.bus = Bus()
         self.record: Record | None = None
+        self.inventory_lock: inventorylock.InventoryLock | None = None
         self._result: RunResult | None = None
         self._lock = threading.Lock()
         self._done = threading.Event()
@@ -84,7 +86,15 @@ class ApplySession:
         }
         self.record = Record("apply", inventory, options)
         self.record.data["hosts"] = {h.name: {"status": "waiting"} for h in self.hosts}
+        self.options.run_id = self.record.id  # the owner each host's lock names
+        if self.inventory_lock is not None:
+            self.inventory_lock.write(run=self.record.id)
         return self.record.save()
+
+    def lock_inventory(self, inventory: str) -> None:
+        """Hold the controller's lock on `inventory` for this process's life: a second
+        apply of it here raises InventoryLocked, naming this one's pid and run."""
+        self.inventory_lock = inventorylock.take(inventory)
 
     def run(self) -> None:
         """Converge every host on this thread, emitting on `bus`."""

@@ -206,6 +206,50 @@ class ContainerFacts(_Fact):
     """The driver release the CDI spec was generated for (its libcuda.so.<release>)."""
 
 
+JOURNAL_DIR = "/var/lib/gpunode/journal"
+"""The step journal on the host: KEY.json (0644) for each change begun and not ended (its
+run, title and commands, as `ps` shows them while they run), KEY.step (the command reached)
+and KEY.N.in (0600, root's: the Nth command's stdin, which may hold a file's contents)."""
+
+
+def journal_file(key: str, suffix: str) -> str:
+    """A journal file's path: KEY.json, KEY.step, KEY.N.in (N from 1)."""
+    return f"{JOURNAL_DIR}/{key}.{suffix}"
+
+
+class JournalStep(_Fact):
+    command: str
+    stdin: bool = False
+    """Fed on stdin when it ran: the host keeps that in KEY.N.in, readable by root only."""
+
+
+class JournalEntry(_Fact):
+    """A change begun on the host and not ended: the controller was killed, the connection
+    was lost, or a command failed. The next apply runs it again, whole."""
+
+    key: str = Field(pattern=r"^[0-9a-f]{16}$")
+    run: str = Field(pattern=r"^[A-Za-z0-9._-]{1,64}$")
+    role: str = Field(pattern=r"^[^\x00-\x1f\x7f]*$")
+    task: str = Field(pattern=r"^[^\x00-\x1f\x7f]*$")
+    op: str = Field(pattern=r"^[a-z0-9_]*$")
+    steps: list[JournalStep] = Field(default_factory=list)
+    reached: int = 1
+    """The command (1-based) that had begun when it stopped."""
+    apt: bool = False
+    long_running: bool = False
+    before_reboot: bool = False
+    reload: str | None = None
+    tags: list[str] = Field(default_factory=list)
+
+    @property
+    def title(self) -> str:
+        return f"{self.role}: {self.task}" if self.role else self.task
+
+    def stdin_path(self, n: int) -> str:
+        """Where the host keeps the stdin of the Nth command (from 1)."""
+        return journal_file(self.key, f"{n}.in")
+
+
 class HostFacts(_Fact):
     hostname: str = ""
     os: OsRelease = Field(default_factory=OsRelease)
@@ -245,6 +289,8 @@ class HostFacts(_Fact):
     Ubuntu's driver packages, when the driver's source is ubuntu."""
     gpunode_holds: list[str] = Field(default_factory=list)
     """Packages gpunode held itself (/var/lib/gpunode/holds); other holds are the admin's."""
+    journal: list[JournalEntry] = Field(default_factory=list)
+    """Changes begun and not ended (JOURNAL_DIR): the next apply runs them again, whole."""
     nvswitches: list[NvSwitch] = Field(default_factory=list)
     """NVSwitches on the PCI bus: the host needs NVIDIA Fabric Manager."""
     fabric: Fabric = Field(default_factory=Fabric)

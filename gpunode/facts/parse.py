@@ -6,6 +6,7 @@ HostFacts.errors and the rest still count. Nothing here raises.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from gpunode.facts.model import (
     GpuFabric,
     GpuProcess,
     HostFacts,
+    JournalEntry,
     KernelModule,
     Kernels,
     MokKey,
@@ -521,6 +523,7 @@ def parse_facts(text: str) -> HostFacts:
         "kernels": _kernels,
         "dkms": lambda facts, t: setattr(facts, "dkms", parse_dkms_status(t)),
         "gpunode-holds": _gpunode_holds,
+        "journal": _journal,
         "fabric": lambda facts, t: setattr(facts, "fabric", parse_fabric(t)),
         "containers": _containers,
     }
@@ -551,6 +554,26 @@ def _gpunode_holds(facts: HostFacts, text: str) -> None:
     """/var/lib/gpunode/holds: one package name a line; anything else is not a name."""
     names = (line.strip() for line in text.splitlines())
     facts.gpunode_holds = sorted({n for n in names if re.fullmatch(r"[a-z0-9][a-z0-9+.-]+", n)})
+
+
+def _journal(facts: HostFacts, text: str) -> None:
+    """`entry KEY REACHED JSON`: a change begun and not ended, the command it had reached,
+    and what the executor wrote at its begin. An entry that does not read is named in
+    HostFacts.errors: the others still count."""
+    for line in text.splitlines():
+        word, key, reached, doc = ([*line.split(" ", 3), "", "", ""])[:4]
+        if word != "entry" or not line.strip():
+            continue
+        try:
+            data = json.loads(doc)
+            data.pop("v", None)
+            facts.journal.append(
+                JournalEntry.model_validate(
+                    {**data, "key": key, "reached": int(reached) if reached.isdigit() else 1}
+                )
+            )
+        except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
+            facts.errors.append(f"journal: entry {key[:32]!r} unreadable: {exc}"[:300])
 
 
 def _containers(facts: HostFacts, text: str) -> None:

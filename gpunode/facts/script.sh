@@ -209,6 +209,14 @@ have dkms && dkms status 2>/dev/null
 section gpunode-holds
 [ -r /var/lib/gpunode/holds ] && cat /var/lib/gpunode/holds
 # --- end holds ---
+# --- the step journal: changes begun and not ended (KEY.json, one line; KEY.step) ---
+section journal
+for f in /var/lib/gpunode/journal/*.json; do
+  [ -r "$f" ] || continue
+  k=${f%.json}; n=$(cat "$k.step" 2>/dev/null)
+  printf 'entry %s %s %s\n' "${k##*/}" "${n:-1}" "$(head -n 1 "$f")"
+done
+# --- end journal ---
 # --- NVSwitch fabric: each GPU's fabric state, asked only where NVSwitches are (an NVIDIA
 # function of class 0x0680 on the bus); an nvidia-smi without the query fields has -q's ---
 section fabric

@@ -12,6 +12,7 @@ from gpunode.inventory.model import Host
 from gpunode.memo import Memo
 from gpunode.plan.aptcheck import loaded, targets, unavailable
 from gpunode.plan.refuse import NVIDIA_RELEASES, refusal
+from gpunode.plan.rerun import put_back, with_journal_holds
 from gpunode.resolve import Catalog, CatalogFor, IndexNeeded, Resolved, Unresolvable, resolve
 from gpunode.roles.loader import RoleError, search_path
 from gpunode.roles.ops import OpContext, Probe
@@ -151,6 +152,7 @@ def plan_host(
     why = refusal(host, facts)
     if why:
         return HostPlan(host.name, refused=why)
+    as_read, facts = facts, with_journal_holds(facts)  # holds a cut change set are gpunode's
     only: set[str] | None = None
     pending: tuple[str, ...] = ()
     catalog, containers = _once(catalog), _once(containers)  # resolve and the apt check
@@ -167,8 +169,10 @@ def plan_host(
         return HostPlan(host.name, refused=str(exc))
     changes: list[Change] = []
     notes: list[str] = list(resolved.notes)
+    walked: dict[tuple[str, str], int] = {}  # each task's place, for the journal's changes
     try:
         for st in walk(host, facts, search or search_path(None), resolved=resolved, only=only):
+            walked.setdefault((st.role.name, st.title), len(walked))
             ctx = OpContext(
                 role=st.role.name,
                 task=st.title,
@@ -202,6 +206,9 @@ def plan_host(
             ),
         )
     ordered = tuple(_order(changes, host.apt.lock_timeout))
+    if facts.journal:  # changes begun and never ended run again, whole
+        kw = {"tags": tags, "skip_tags": skip_tags, "roles": only}
+        ordered = tuple(put_back(list(ordered), as_read, walked, **kw))
     if any(t.version for c in ordered for t in targets(c)):
         # What apt will be asked for at a version (a resolved one) must be there, before
         # anything on the host changes; unversioned names (Ubuntu's kernel headers) are

@@ -144,6 +144,8 @@ class PlainPrinter:
             return f"{e.command} on {len(e.hosts)} host{'s' * (len(e.hosts) != 1)}{mode}"
         if isinstance(e, HostUnreachable):
             return f"unreachable: {h} {e.reason}"
+        if isinstance(e, HostStatusChanged) and e.status == "gathering" and e.detail:
+            return f"note: {h} {e.detail}"  # e.g. a stale host lock taken over
         if isinstance(e, PlanReady):
             if e.refused:
                 return f"refused: {h} {e.refused}"

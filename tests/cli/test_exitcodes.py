@@ -26,12 +26,13 @@ def test_the_statuses_keep_their_numbers() -> None:
         "REBOOT_PENDING": 8,
         "DOCTOR_WARNING": 9,
         "DOCTOR_ERROR": 10,
+        "LOCKED": 11,
         "INTERRUPTED": 130,
     }
 
 
-def test_worst_ranks_hostkey_failed_unreachable_input_reboot_pending() -> None:
-    assert [int(c) for c in RANK] == [6, 2, 3, 4, 8, 7, 10, 9]
+def test_worst_ranks_hostkey_failed_unreachable_locked_input_reboot_pending() -> None:
+    assert [int(c) for c in RANK] == [6, 2, 3, 11, 4, 8, 7, 10, 9]
     # each status wins over every one ranked after it, whatever the order given
     for i, code in enumerate(RANK):
         later = list(RANK[i + 1 :])
