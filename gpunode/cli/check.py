@@ -21,8 +21,10 @@ if TYPE_CHECKING:
 @json_option
 def check(inventory: str, limit: str | None, as_json: bool) -> None:
     """Validate INVENTORY: strict YAML, the inventory's shape, and whether each host's
-    stack can work at all (driver vs CUDA, cuDNN/NCCL builds, PyTorch wheels, open
-    kernel modules). Every problem is reported at once with file:line:column.
+    stack can work at all (driver vs CUDA, cuDNN/NCCL builds, PyTorch releases and the
+    Python their wheels need, open kernel modules, known GPU models), and whether the
+    SSH key files named exist on this machine. Every problem is reported at once with
+    file:line:column.
 
     Every role the hosts' stacks select must exist, and each of its tasks must fit its
     operation's arguments (values written as Jinja are checked once facts render them).
@@ -65,15 +67,17 @@ def check(inventory: str, limit: str | None, as_json: bool) -> None:
 
 
 def _findings(inv: Inventory, hosts: list[Any]) -> list[dict[str, Any]]:
-    """Each host's stack findings; the same finding set by `defaults` applies to many
-    hosts: one problem, naming them all."""
+    """Each host's stack findings, and what its settings need on this machine; the same
+    finding set by `defaults` applies to many hosts: one problem, naming them all."""
     from gpunode.compat import check_host
+    from gpunode.inventory.controller import controller_problems
     from gpunode.inventory.errors import field_path
 
     seen: dict[tuple[str, str, str], list[str]] = {}
     for host in hosts:
-        for finding in check_host(host):
-            key = (str(inv.where(host.name, finding.loc)), field_path(finding.loc), finding.message)
+        found = [(f.loc, f.message) for f in check_host(host)]
+        for loc, message in found + controller_problems(host, inv.path.parent):
+            key = (str(inv.where(host.name, loc)), field_path(loc), message)
             seen.setdefault(key, []).append(host.name)
     return [
         {"where": where, "field": field, "message": message, "hosts": names}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 
 from gpunode.compat import rules as r
@@ -31,7 +32,10 @@ def check_host(host: Host) -> list[Finding]:
     toolkits = stack.cuda.toolkits if stack.cuda else []
     default = stack.cuda.default_toolkit if stack.cuda else None
 
-    flavor = flavor_problem(driver, host.gpus.model) if driver else None
+    model = host.gpus.model
+    if model and r.gpu_arch(model) is None:
+        out.append(Finding(("gpus", "model"), _unknown_model(model)))
+    flavor = flavor_problem(driver, model) if driver else None
     if flavor:
         out.append(Finding(("stack", "driver", "flavor"), flavor))
 
@@ -73,6 +77,7 @@ def check_host(host: Host) -> list[Finding]:
         for name, env in stack.conda.envs.items():
             if env.pytorch:
                 out.extend(_torch(name, env.pytorch, default, branch, release))
+                out.extend(_torch_python(name, env.pytorch, env.python))
             out.extend(_companions(name, env.pytorch, env.torchvision, env.torchaudio))
             if env.tensorflow:
                 out.extend(_tensorflow(name, env.tensorflow, branch, release))
@@ -88,6 +93,17 @@ def _torch(
     if not variants:
         known = ", ".join(sorted(r.rules()["torch_variants"], key=dotted_key))
         return [Finding(loc, f"unknown PyTorch release {torch!r}: known releases are {known}")]
+    releases = r.torch_releases(torch)
+    if r.torch_release(torch) not in releases:
+        newest = releases[-1] if releases else r.minor(torch)
+        return [
+            Finding(
+                loc,
+                f"PyTorch {torch} is not a release: {r.minor(torch)} has "
+                f"{', '.join(releases) or 'none'} (pip would find no such torch, nor a "
+                f'torchvision for it): use pytorch: "{newest}"',
+            )
+        ]
     if torch_variant(torch, cuda, branch, release) is None:
         need = min((r.min_driver(r.variant_cuda(v)) or "0" for v in variants), key=dotted_key)
         return [
@@ -100,23 +116,48 @@ def _torch(
     return []
 
 
+def _torch_python(env: str, torch: str, python: str) -> list[Finding]:
+    """The env's Python must be one the PyTorch release has wheels for."""
+    wheels = r.torch_python(torch)
+    series = r.minor(python)
+    if wheels is None or "." not in series:
+        return []  # an unknown release is reported already; "3" lets conda pick
+    low, high = wheels
+    if dotted_key(low) <= dotted_key(series) <= dotted_key(high):
+        return []
+    too_new = dotted_key(series) > dotted_key(high)
+    newer = r.torch_for_python(series) if too_new else None
+    other = f', or a PyTorch with wheels for it (pytorch: "{newer}" or newer)' if newer else ""
+    return [
+        Finding(
+            ("stack", "conda", "envs", env, "python"),
+            f"PyTorch {r.minor(torch)} has wheels for Python {low} to {high}, not {series}: "
+            f'use python: "{high if too_new else low}"{other}',
+        )
+    ]
+
+
+def _unknown_model(model: str) -> str:
+    known = r.known_gpu_models()
+    by_lower = {k.lower(): k for k in known}
+    # cutoff 0.5: a letter typed for a digit ("H1OO") still finds its model
+    close = difflib.get_close_matches(model.lower(), by_lower, n=1, cutoff=0.5)
+    if close:
+        return (
+            f"unknown GPU model {model!r}: did you mean {by_lower[close[0]]!r}? "
+            "(the smoke tests expect the model named here)"
+        )
+    return f"unknown GPU model {model!r}: known models are {', '.join(known)}"
+
+
 def _companions(env: str, torch: str | None, vision: bool, audio: bool) -> list[Finding]:
+    """torchvision and torchaudio follow the env's PyTorch (every release in the table has
+    both: a release without them is not one, which `_torch` reports)."""
     asked = [n for n, on in (("torchvision", vision), ("torchaudio", audio)) if on]
-    if not asked:
+    if not asked or torch is not None:
         return []
     loc = ("stack", "conda", "envs", env, asked[0])
-    if torch is None:
-        return [Finding(loc, f"{asked[0]} follows the env's PyTorch: set pytorch too")]
-    if r.torch_companions(torch) is None:
-        known = ", ".join(sorted(r.rules()["torch_companions"], key=dotted_key))
-        return [
-            Finding(
-                loc,
-                f"no known {asked[0]} release for PyTorch {r.torch_release(torch)}: "
-                f"releases with known companions are {known}",
-            )
-        ]
-    return []
+    return [Finding(loc, f"{asked[0]} follows the env's PyTorch: set pytorch too")]
 
 
 def _conda_tos(conda: Conda, installer: str) -> list[Finding]:

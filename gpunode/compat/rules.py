@@ -66,9 +66,19 @@ def cudnn_majors(cuda: str) -> list[str]:
 def gpu_arch(model: str) -> str | None:
     table: dict[str, str] = rules()["gpu_arch"]
     for fragment in sorted(table, key=len, reverse=True):
-        if fragment.lower() in model.lower():
+        if _squeezed(fragment) in _squeezed(model):
             return table[fragment]
     return None
+
+
+def _squeezed(name: str) -> str:
+    """RTX 4090, RTX-4090 and rtx4090 are one model."""
+    return "".join(c for c in name.lower() if c not in " -_")
+
+
+def known_gpu_models() -> list[str]:
+    """The GPU models the table knows (a model naming one of them is known)."""
+    return list(rules()["gpu_arch"])
 
 
 def open_modules_supported(model: str) -> bool | None:
@@ -105,6 +115,27 @@ def torch_companions(torch: str) -> dict[str, str] | None:
     """torchvision's and torchaudio's releases built with a PyTorch release."""
     entry: dict[str, str] | None = rules()["torch_companions"].get(torch_release(torch))
     return entry
+
+
+def torch_releases(torch: str) -> list[str]:
+    """The releases of a PyTorch release's minor, oldest first: 2.7.9 -> 2.7.0, 2.7.1."""
+    table: dict[str, Any] = rules()["torch_companions"]
+    return sorted((r for r in table if minor(r) == minor(torch)), key=dotted_key)
+
+
+def torch_python(torch: str) -> tuple[str, str] | None:
+    """The lowest and highest Python series a PyTorch release has wheels for."""
+    entry: list[str] | None = rules()["torch_python"].get(minor(torch))
+    return (entry[0], entry[1]) if entry else None
+
+
+def torch_for_python(python: str) -> str | None:
+    """The oldest PyTorch minor with wheels for a Python series."""
+    table: dict[str, list[str]] = rules()["torch_python"]
+    fits = [
+        t for t, (lo, hi) in table.items() if dotted_key(lo) <= dotted_key(python) <= dotted_key(hi)
+    ]
+    return min(fits, key=dotted_key) if fits else None
 
 
 def tensorrt_packages(tensorrt: str, cuda: str) -> dict[str, list[str]] | None:

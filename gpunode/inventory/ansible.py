@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpunode.inventory.conflicts import differing, voice
 from gpunode.inventory.model import NAME, PATTERN_HINTS
 from gpunode.inventory.text import printable
 
@@ -102,6 +103,7 @@ def convert(data: Any) -> Converted:
             entry["address"] = name  # Ansible connects to the name when ansible_host is unset
         if entry or name not in grouped:
             hosts[name] = entry
+    _decide_for_hosts(doc_groups, hosts)
     if hosts:
         out.document["hosts"] = hosts
     for var, where in sorted(unknown.items()):
@@ -112,6 +114,29 @@ def convert(data: Any) -> Converted:
             "variable and name that with become_password_env, or pass -K"
         )
     return out
+
+
+def _decide_for_hosts(groups: dict[str, Any], hosts: dict[str, Any]) -> None:
+    """Where a host's groups set a variable differently, Ansible takes the group it merges
+    last (the deepest child); gpunode refuses groups that disagree, so that group's value is
+    written into the host's own entry, which decides."""
+    members: dict[str, list[dict[str, Any]]] = {}
+    for body in groups.values():
+        for host in body.get("hosts", {}):
+            members.setdefault(host, []).append({k: v for k, v in body.items() if k != "hosts"})
+    for host, bodies in members.items():
+        voices = [voice([((), body)]) for body in bodies]
+        winner = voice(((), body) for body in bodies)
+        for path in dict.fromkeys(p for p, _, _ in differing(voices)):
+            node = hosts.setdefault(host, {})
+            for part in path[:-1]:
+                node = node.setdefault(part, {})
+            for key, (value, _) in winner.items():
+                if key[: len(path)] == path:
+                    sub = node
+                    for part in key[len(path) - 1 : -1]:
+                        sub = sub.setdefault(part, {})
+                    sub.setdefault(key[-1], value)
 
 
 def _few(names: list[str]) -> str:

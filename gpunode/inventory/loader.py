@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from gpunode.inventory.conflicts import Layer, group_conflicts
 from gpunode.inventory.errors import InventoryError, Problem, explain, field_path
 from gpunode.inventory.model import Document, Host
 from gpunode.inventory.patterns import select
@@ -104,6 +105,7 @@ def build(src: Source, base: Path | None = None) -> Inventory:
         membership.setdefault(hname, []).append(("", ("hosts", hname), entry or {}))
     for hname, (prefix, settings) in side.hosts.items():
         membership[hname].append(("", prefix, settings))
+    _refuse_group_conflicts(src, all_groups, side, data.get("hosts") or {})
 
     defaults: dict[str, Any] = {}
     for _, settings in layers_default:
@@ -142,6 +144,30 @@ def build(src: Source, base: Path | None = None) -> Inventory:
     if problems:
         raise InventoryError(problems)
     return Inventory(source=src, hosts=hosts, groups=groups, layers=layers_of)
+
+
+def _refuse_group_conflicts(
+    src: Source, all_groups: dict[str, Any], side: VarsFiles, own_entries: dict[str, Any]
+) -> None:
+    """A host's groups may not set one setting differently unless the host decides it."""
+    host_groups: dict[str, list[tuple[str, list[Layer]]]] = {}
+    for gname, group in all_groups.items():
+        group = group or {}
+        body = {k: v for k, v in group.items() if k != "hosts"}
+        for hname, entry in (group.get("hosts") or {}).items():
+            layers: list[Layer] = [(("groups", gname), body)]
+            if gname in side.groups:
+                layers.append(side.groups[gname])
+            layers.append((("groups", gname, "hosts", hname), entry or {}))
+            host_groups.setdefault(hname, []).append((gname, layers))
+    host_own: dict[str, list[Layer]] = {}
+    for hname, entry in own_entries.items():
+        host_own.setdefault(hname, []).append((("hosts", hname), entry or {}))
+    for hname, layer in side.hosts.items():
+        host_own.setdefault(hname, []).append(layer)
+    problems = group_conflicts(src, host_groups, host_own)
+    if problems:
+        raise InventoryError(problems)
 
 
 def _check_merged_size(

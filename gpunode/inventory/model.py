@@ -628,7 +628,8 @@ class Document(Strict):
     defaults: Settings = Field(default_factory=Settings)
     """Settings for every host."""
     groups: dict[Name, GroupEntry | None] = Field(default_factory=dict)
-    """Groups by name: their settings win over defaults, in the order written."""
+    """Groups by name: their settings win over defaults; two groups of a host may not set
+    one setting differently."""
     hosts: dict[Name, HostEntry | None] = Field(default_factory=dict)
     """Hosts by name: their settings win over their groups'."""
 

@@ -33,6 +33,8 @@ GOOD = [
     'driver: {branch: "550"}\ncuda: {toolkits: ["12.4"]}\n'
     'conda: {tos: accept, envs: {t: {pytorch: "2.4.1"}, f: {tensorflow: "2.16.1"}}}',
     'driver: {branch: "580"}\nconda: {tos: accept, envs: {t: {pytorch: "2.11.0"}}}',
+    'driver: {branch: "580"}\nconda: {tos: accept, envs: {t: {python: "3.14", pytorch: "2.11",'
+    " torchvision: true, torchaudio: true}}}",
     'conda: {channels: [conda-forge], envs: {t: {python: "3.11"}}}',
     'driver: {branch: "570"}\nconda: {tos: accept, envs: {t: {pytorch: "2.7.1", torchvision: true,'
     " torchaudio: true}}}",
@@ -73,8 +75,20 @@ BAD = [
     ("conda: {tos: accept, envs: {t: {torchvision: true}}}", "torchvision follows the env's"),
     (
         'driver: {branch: "580"}\n'
-        'conda: {tos: accept, envs: {t: {pytorch: "2.11", torchaudio: true}}}',
-        "no known torchaudio release for PyTorch 2.11.0",
+        'conda: {tos: accept, envs: {t: {pytorch: "2.7.9", torchvision: true}}}',
+        'PyTorch 2.7.9 is not a release: 2.7 has 2.7.0, 2.7.1 (pip would find no such torch, '
+        'nor a torchvision for it): use pytorch: "2.7.1"',
+    ),
+    (
+        'driver: {branch: "580"}\n'
+        'conda: {tos: accept, envs: {t: {python: "3.14", pytorch: "2.7.1"}}}',
+        'PyTorch 2.7 has wheels for Python 3.9 to 3.13, not 3.14: use python: "3.13", or a '
+        'PyTorch with wheels for it (pytorch: "2.9" or newer)',
+    ),
+    (
+        'driver: {branch: "580"}\n'
+        'conda: {tos: accept, envs: {t: {python: "3.8", pytorch: "2.11.0"}}}',
+        'PyTorch 2.11 has wheels for Python 3.10 to 3.14, not 3.8: use python: "3.10"',
     ),
     (
         'conda: {envs: {t: {python: "3.11"}}}',
@@ -170,3 +184,22 @@ def test_every_rule_table_cites_a_source() -> None:
         before = text[: text.index(f"\n{table}:")]
         comment = before[before.rstrip().rfind("\n\n") :]
         assert "http" in comment or "Source" in comment, f"{table} has no cited source"
+
+
+def test_every_model_gpunode_names_elsewhere_is_a_known_model() -> None:
+    """The smoke table's models and the lab's are models `check` accepts."""
+    from gpunode.smoke.expected import SPECS
+    from gpunode_lab.gpumodels import MODELS
+
+    names = [s.name for s in SPECS] + list(MODELS) + ["NVIDIA H100 80GB HBM3", "Tesla T4"]
+    assert [n for n in names if compat.rules.gpu_arch(n) is None] == []
+    assert compat.rules.gpu_arch("H1OO") is None
+
+
+def test_every_pytorch_minor_has_its_releases_and_pythons() -> None:
+    """A minor with wheel variants but no releases or Python range would refuse every env."""
+    for minor in compat.rules.rules()["torch_variants"]:
+        assert compat.rules.torch_releases(minor), minor
+        assert compat.rules.torch_python(minor), minor
+    assert compat.rules.torch_releases("2.7.9") == ["2.7.0", "2.7.1"]
+    assert compat.rules.torch_for_python("3.14") == "2.9"

@@ -8,6 +8,7 @@ ansible-inventory is on PATH, test_fixtures_are_what_ansible_prints makes them a
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -20,13 +21,17 @@ from gpunode.inventory import load
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ansible"
 
 
-def gpunode(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def gpunode(
+    *args: str, stdin: str | None = None, home: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HOME": str(home)} if home else None
     return subprocess.run(
         [sys.executable, "-m", "gpunode", *args],
         capture_output=True,
         text=True,
         input=stdin,
         timeout=60,
+        env=env,
     )
 
 
@@ -35,7 +40,10 @@ def test_real_ansible_output_imports_and_checks(tmp_path: Path, name: str) -> No
     out = tmp_path / "cluster.yaml"
     done = gpunode("inventory", "import", str(FIXTURES / name), "-o", str(out))
     assert done.returncode == 0, done.stderr
-    checked = gpunode("check", str(out))
+    # the host's ansible_ssh_private_key_file must exist for `check` to pass
+    (tmp_path / ".ssh").mkdir()
+    (tmp_path / ".ssh/h100_ed25519").write_text("key\n")
+    checked = gpunode("check", str(out), home=tmp_path)
     assert checked.returncode == 0, checked.stderr
     assert "4 hosts, 4 groups" in checked.stdout
 

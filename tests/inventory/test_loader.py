@@ -35,25 +35,25 @@ def test_layers_merge_deeply_and_later_wins() -> None:
     assert (h100.stack.driver.branch, h100.stack.driver.flavor) == ("570", "open")
     assert h100.stack.driver.hold is True
     assert a100.stack.driver.branch == "550"
-    # The host overrides only the port; user and key still come from defaults.
-    assert (h100.ssh.port, h100.ssh.user) == (2222, "ubuntu")
-    assert h100.ssh.identity_file == "~/.ssh/id_ed25519"
+    # The host overrides only the port; user and connect_timeout still come from defaults.
+    assert (h100.ssh.port, h100.ssh.user, h100.ssh.connect_timeout) == (2222, "ubuntu", 20.0)
     # Lists are replaced, not appended.
     assert h100.stack.cuda is not None and h100.stack.cuda.toolkits == ["12.8"]
 
 
-def test_host_in_two_groups_merges_in_order() -> None:
+def test_host_in_two_groups_merges_what_they_agree_on() -> None:
     inv = _load(
         """
         defaults: {stack: {nccl: "2.18"}}
         groups:
-          first: {stack: {cudnn: "8", nccl: "2.21"}, hosts: {n1: {address: 127.0.0.1}}}
-          second: {stack: {cudnn: "9"}, hosts: {n1: {}}}
+          first: {stack: {cudnn: "9", nccl: "2.21"}, hosts: {n1: {address: 127.0.0.1}}}
+          second: {stack: {cudnn: "9", cuda: {toolkits: ["12.4"]}}, hosts: {n1: {}}}
         """
     )
     host = inv.hosts["n1"]
     assert host.groups == ["first", "second"]
     assert (host.stack.cudnn, host.stack.nccl) == ("9", "2.21")
+    assert host.stack.cuda is not None and host.stack.cuda.toolkits == ["12.4"]
 
 
 def test_unquoted_version_names_line_and_shows_what_was_typed() -> None:

@@ -43,7 +43,6 @@ def test_files_merge_host_over_group_over_all(tmp_path: Path) -> None:
                 "group_vars/a100.yml": "ssh: {user: from-group-file}\ngpus: {model: A100}\n",
                 "host_vars/n1.yaml": "ssh: {port: 2401}\n",
                 "host_vars/n3.yaml": "address: 192.0.2.33\n",
-                "group_vars/absent.yaml": "ssh: {user: ignored}\n",  # no such group: ignored
             },
         )
     )
