@@ -30,8 +30,7 @@ from gpunode.events import (
     RebootPending,
     RebootStarted,
 )
-from gpunode.execute import aptmessages, journal
-from gpunode.execute import hostlock
+from gpunode.execute import aptmessages, hostlock, journal
 from gpunode.execute.output import StepOutput
 from gpunode.execute.readhost import read_host
 from gpunode.execute.result import ChangeResult, HostResult
@@ -99,8 +98,6 @@ class Options:
     """Reads the repository index a host uses when its specs need one (shared by hosts)."""
     allow_change_held: bool = False
     """A change may move a package whose hold the admin set (--allow-change-held)."""
-    run_id: str = ""
-    """The run record's id: the owner named in each host's lock (execute/hostlock.py)."""
     run_id: str = ""
     """The run record's id: the owner named in each host's lock (execute/hostlock.py)."""
 
