@@ -25,9 +25,8 @@ def refusal(host: Host, facts: HostFacts) -> str | None:
     stack = host.stack
     findings = check_host(host)
     if findings:
-        return "; ".join(
-            f"stack.{'.'.join(str(p) for p in f.loc[1:])}: {f.message}" for f in findings
-        )
+        # the field's whole path: a finding may be about gpus.model as well as the stack
+        return "; ".join(f"{'.'.join(str(p) for p in f.loc)}: {f.message}" for f in findings)
     wants_nvidia = bool(stack.driver or stack.cuda or stack.cudnn or stack.nccl)
     os_ = facts.os
     if os_.id != "ubuntu":

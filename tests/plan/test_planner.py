@@ -517,3 +517,14 @@ def test_conda_env_packages_are_installed_at_their_exact_versions(fresh: HostFac
     assert len(installed) == 2
     plan = plan_host(host, fresh, probes={**NO_SYSTEMD, **installed})
     assert not [c for c in plan.changes if c.title == "conda: packages in t"]
+
+
+def test_a_host_with_an_unknown_gpu_model_is_refused_naming_the_field(host: Host) -> None:
+    """check's findings refuse the plan too, each named by its whole field path."""
+    wrong = host.model_copy(update={"gpus": host.gpus.model_copy(update={"model": "H1OO"})})
+    plan = plan_host(wrong, fresh_facts(), probes=NO_SYSTEMD)
+    assert plan.refused == (
+        "gpus.model: unknown GPU model 'H1OO': did you mean 'H100'? (the smoke tests expect "
+        "the model named here)"
+    )
+    assert not plan.changes
