@@ -104,6 +104,9 @@ class HostPlan:
     versions_on_host: tuple[str, ...] = ()
     """Packages whose versions the controller could not read from the repository's index
     (refused says why): the executor asks the host's apt for them and plans again."""
+    reads: tuple[str, ...] = ()
+    """The files whose sha256 its tasks compared (Operation.paths): a path the facts did not
+    hash (one only the facts could name) is hashed, and the host planned again."""
 
     @property
     def empty(self) -> bool:

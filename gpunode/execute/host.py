@@ -40,6 +40,7 @@ from gpunode.plan.planner import managed_paths, plan_host, probes_for
 from gpunode.resolve import Catalog, CatalogFor
 from gpunode.resolve.hostapt import HostCatalog, madison_command
 from gpunode.resolve.index import RepoVersions, repo_folder
+from gpunode.roles.loader import RoleError
 from gpunode.roles.ops.apt import apt_update
 from gpunode.transport.base import (
     BecomeError,
@@ -131,7 +132,12 @@ class HostRun:
         still has changes (or is refused)."""
         self.read_at = len(self.result.changes)
         self.bus.emit(HostStatusChanged(self.host.name, status="gathering"))
-        files = [*managed_paths(self.host, self.opts.search), *self.opts.extra_files]
+        try:
+            files = [*managed_paths(self.host, self.opts.search), *self.opts.extra_files]
+        except RoleError as exc:  # a role that cannot render: its file:line refuses the host
+            plan = HostPlan(self.host.name, refused=str(exc))
+            self.bus.emit(PlanReady(self.host.name, changes=(), refused=plan.refused))
+            return HostFacts(), plan
         conda = [self.host.stack.conda.prefix] if self.host.stack.conda else []
         # Probes need only the inventory (rendered against empty facts); any that turn out to
         # depend on the real facts are read in a second, rare, round trip.
@@ -152,11 +158,6 @@ class HostRun:
             )
         )
         wanted = probes_for(self.host, facts, self.opts.search, role_shell=apply)
-        missing = [p for p in wanted if p.key not in probes]
-        if missing:
-            _, more = read_host(self.t, probes=missing, timeout=self.opts.facts_timeout)
-            self.result.round_trips += 1
-            probes.update(more)
         self.bus.emit(HostStatusChanged(self.host.name, status="planning"))
         versions = self.opts.versions
         catalog = versions.catalog_for(self.host.repos.nvidia, facts) if versions else None
@@ -164,7 +165,20 @@ class HostRun:
         if plan.versions_on_host and not plan.changes and self.host.repos.nvidia:
             # The repository is configured here: the host's apt says what it offers.
             on_host = self._host_catalog(plan.versions_on_host, facts, self.host.repos.nvidia)
-            plan = self._plan(facts, probes, lambda: on_host)
+            catalog = lambda: on_host  # noqa: E731
+            plan = self._plan(facts, probes, catalog)
+        # Probes and files that only the facts could name: a second, rare, round trip, then
+        # the plan again (what it walks does not depend on them).
+        missing = [p for p in wanted if p.key not in probes]
+        unhashed = [f for f in plan.reads if f not in facts.files]
+        if missing or unhashed:
+            more, found = read_host(self.t, files=unhashed, probes=missing, only_files=True,
+                                    timeout=self.opts.facts_timeout)  # fmt: skip
+            self.result.round_trips += 1
+            probes.update(found)
+            facts.files.update(more.files)
+            facts.file_attrs.update(more.file_attrs)
+            plan = self._plan(facts, probes, catalog)
         self.result.plans.append(plan.to_json())
         if verify and plan.empty:
             return facts, plan

@@ -31,8 +31,11 @@ def read_host(
     probes: Sequence[Probe] = (),
     timeout: float = 120.0,
     apt: Sequence[tuple[str, str]] = (),
+    only_files: bool = False,
 ) -> tuple[HostFacts, dict[str, bool]]:
-    command = facts_command(files, conda_prefixes, apt)
+    """`only_files`: the second, rarer, read: the files and probes named once the facts were
+    known, without the facts script's other sections."""
+    command = facts_command(files, conda_prefixes, apt, only_files=only_files)
     if probes:
         command = f"{command}\n{probe_script(probes)}"
     start = time.monotonic()

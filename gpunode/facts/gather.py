@@ -30,13 +30,17 @@ def facts_command(
     files: Iterable[str] = (),
     conda_prefixes: Iterable[str] = (),
     apt: Sequence[tuple[str, str]] = (),
+    *,
+    only_files: bool = False,
 ) -> str:
     """The command that runs script.sh, the script itself in the command; every argument
     quoted. Not fed on stdin: sshd opens a session channel's window only once the command
     has started, so stdin would wait one round trip for it (OpenSSH's larval channels).
     `apt`: the (--apt or --apt-kernel, package name) pairs whose versions the host's apt
-    offers."""
+    offers. `only_files`: the files' section alone (HostFacts.files and file_attrs)."""
     argv = ["sh", "-c", script().decode(), "gpunode-facts"]
+    if only_files:
+        argv.append("--only-files")
     for prefix in conda_prefixes:
         argv += ["--conda", prefix]
     for path in files:

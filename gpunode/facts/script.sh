@@ -1,11 +1,12 @@
 # gpunode facts: everything the planner needs, in one run. POSIX sh, no Python.
 # Every section is independent: a missing tool leaves its section empty.
-# Arguments: [--conda PREFIX]... [--file PATH]...
+# Arguments: [--conda PREFIX]... [--file PATH]... [--only-files]
 LC_ALL=C
 export LC_ALL
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/nvidia/bin:$PATH
 conda_prefixes="/opt/conda /opt/miniconda3 /opt/miniforge3"
 files=""
+only_files=""
 apt_names=""
 apt_kernel=""
 while [ $# -gt 0 ]; do
@@ -15,11 +16,28 @@ while [ $# -gt 0 ]; do
 $2"; shift 2 ;;
     --apt) apt_names="$apt_names $2"; shift 2 ;;
     --apt-kernel) apt_kernel="$apt_kernel $2"; shift 2 ;;
+    --only-files) only_files=1; shift ;;
     *) shift ;;
   esac
 done
 have() { command -v "$1" >/dev/null 2>&1; }
 section() { printf '\n### %s\n' "$1"; }
+# each --file: sha256, mode, owner and ids, or why there is no sha256
+hash_files() {
+  printf '%s\n' "$files" | while IFS= read -r f; do
+    [ -n "$f" ] || continue
+    if [ -r "$f" ]; then
+      printf '%s\t%s\t%s\n' "$(sha256sum < "$f" | cut -d' ' -f1)" \
+        "$(stat --printf '%a\t%U:%G\t%u:%g' -- "$f")" "$f"
+    elif [ -e "$f" ]; then
+      printf 'unreadable\t%s\t%s\n' "$(stat --printf '%a\t%U:%G\t%u:%g' -- "$f")" "$f"
+    else
+      printf 'absent\t%s\n' "$f"
+    fi
+  done
+}
+# --only-files: the files a plan named after the facts were read, in the probes' round trip
+if [ -n "$only_files" ]; then section files; hash_files; section end; exit 0; fi
 
 section hostname
 hostname 2>/dev/null || cat /proc/sys/kernel/hostname
@@ -165,17 +183,7 @@ section dpkg-audit
   if (s ~ /^(half-installed|unpacked|half-configured|triggers-awaited|triggers-pending)$/)
     print "audit", p, s}' /var/lib/dpkg/status | head -n 20
 section files
-printf '%s\n' "$files" | while IFS= read -r f; do
-  [ -n "$f" ] || continue
-  if [ -r "$f" ]; then
-    printf '%s\t%s\t%s\n' "$(sha256sum < "$f" | cut -d' ' -f1)" \
-      "$(stat --printf '%a\t%U:%G\t%u:%g' -- "$f")" "$f"
-  elif [ -e "$f" ]; then
-    printf 'unreadable\t%s\t%s\n' "$(stat --printf '%a\t%U:%G\t%u:%g' -- "$f")" "$f"
-  else
-    printf 'absent\t%s\n' "$f"
-  fi
-done
+hash_files
 section gpu-procs
 # What uses the GPUs: nvidia-smi's compute apps (unless smi_idle), then every process
 # holding /dev/nvidia* open (one find, no psmisc). nvidia-persistenced holds them by design

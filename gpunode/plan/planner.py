@@ -79,7 +79,9 @@ _GUESSED: Memo[tuple[str, tuple[Path, ...]], tuple[Probe, ...]] = Memo()
 
 
 def managed_paths(host: Host, search: tuple[Path, ...] | None = None) -> list[str]:
-    """Files the facts round trip should hash for this host's roles (errors surface later)."""
+    """Files the facts round trip should hash for this host's roles: each file task's path,
+    its content never rendered. A path only the facts can name is hashed once the plan
+    names it (HostPlan.reads); a role that cannot render raises RoleError (file:line)."""
     key = (_shape(host), search or search_path(None))
     return list(_PATHS.get(key, lambda: _managed_paths(host, key[1])))
 
@@ -89,11 +91,8 @@ def _managed_paths(host: Host, search: tuple[Path, ...]) -> tuple[str, ...]:
     # Paths may name the release (NVIDIA's sources file does): ask for each one's.
     for release in NVIDIA_RELEASES:
         guess = HostFacts(os=OsRelease(id="ubuntu", version_id=release))
-        try:
-            for st in walk(host, guess, search, guess=True):
-                out += [p for p in st.op.paths(st.args) if p not in out]
-        except (RoleError, ValueError, TypeError, AttributeError):
-            pass
+        for st in walk(host, guess, search, guess=True, paths_only=True):
+            out += [p for p in st.op.paths(st.args) if p not in out]
     return tuple(out)
 
 
@@ -169,9 +168,11 @@ def plan_host(
         return HostPlan(host.name, refused=str(exc))
     changes: list[Change] = []
     notes: list[str] = list(resolved.notes)
+    reads: dict[str, None] = {}  # the files the plan compares: the facts must have hashed them
     walked: dict[tuple[str, str], int] = {}  # each task's place, for the journal's changes
     try:
         for st in walk(host, facts, search or search_path(None), resolved=resolved, only=only):
+            reads.update(dict.fromkeys(st.op.paths(st.args)))
             walked.setdefault((st.role.name, st.title), len(walked))
             ctx = OpContext(
                 role=st.role.name,
@@ -224,7 +225,14 @@ def plan_host(
             hooks = disrupt_hooks(host)
         except Exception as exc:  # a template error names the hook
             return HostPlan(host.name, refused=f"hooks: {exc}")
-    return HostPlan(host.name, ordered, notes=tuple(notes), hooks=hooks, versions_on_host=pending)
+    return HostPlan(
+        host.name,
+        ordered,
+        notes=tuple(notes),
+        hooks=hooks,
+        versions_on_host=pending,
+        reads=tuple(reads),
+    )
 
 
 def _once(get: CatalogFor | None) -> CatalogFor | None:

@@ -1,7 +1,8 @@
 """Walk a host's roles and tasks: render arguments, evaluate `when`, expand `loop`.
 
 The same walk serves three questions: which files the facts round trip should
-hash, which probes the operations need, and (with facts) which changes to make.
+hash (`paths_only`: only the arguments naming them are rendered), which probes the
+operations need, and (with facts) which changes to make.
 """
 
 from __future__ import annotations
@@ -89,11 +90,15 @@ def walk(
     guess: bool = False,
     resolved: Resolved | None = None,
     only: Collection[str] | None = None,
+    paths_only: bool = False,
 ) -> Iterator[Planned]:
     """Every task that applies. `guess`: facts are not known yet, so take every task whatever
     its `when`, and skip the ones that cannot be rendered without facts. `resolved`: the
     exact versions the host's specs stand for (gpunode.resolve); without them (reading
-    paths and probes) tasks that need them are skipped."""
+    paths and probes) tasks that need them are skipped. `paths_only`: every task whose
+    operation reads files (Operation.path_args), whatever its `when`, with only those
+    arguments rendered; a render error is the role's (RoleError), except, with `guess`, a
+    value only the facts give: that task's files are hashed once the plan names them."""
     lenient = guess or resolved is None
     base = base_context(host, facts, resolved)
     for name in builtin_roles(host):
@@ -106,6 +111,9 @@ def walk(
         for key, value in role.defaults.items():
             ctx[key] = _render(value, ctx, f"{role.path / 'defaults.yaml'}: {key}")
         for task in role.tasks:
+            if paths_only:
+                yield from _paths(role, task, ctx, guess)
+                continue
             if not lenient:
                 yield from _task(role, task, ctx)
                 continue
@@ -115,17 +123,60 @@ def walk(
                 continue
 
 
-def _task(role: Role, task: Task, ctx: dict[str, Any], guess: bool = False) -> Iterator[Planned]:
+def _op(task: Task) -> Operation:
     op = OPERATIONS.get(task.op)
     if op is None:
         known = ", ".join(sorted(OPERATIONS))
         raise RoleError(f"{task.position}: unknown op {task.op!r}: use one of {known}")
-    items: list[Any] = [None]
+    return op
+
+
+def _items(task: Task, ctx: dict[str, Any], where: str) -> list[Any]:
+    if task.loop is None:
+        return [None]
+    loop = _render(task.loop, ctx, f"{where}: loop")
+    if isinstance(loop, dict):
+        return list(loop.items())
+    if not isinstance(loop, (list, tuple)):
+        raise RoleError(f"{where}: loop: a list or a mapping is needed, not {loop!r}")
+    return list(loop)
+
+
+def _paths(role: Role, task: Task, ctx: dict[str, Any], guess: bool) -> Iterator[Planned]:
+    """The task as Operation.paths reads it: its path-bearing arguments alone rendered."""
+    op = _op(task)
+    if not op.path_args:
+        return
     where = f"{task.position} (task {task.name!r})"
-    if task.loop is not None:
-        loop = _render(task.loop, ctx, f"{where}: loop")
-        items = list(loop.items()) if isinstance(loop, dict) else list(loop)
-    for item in items:
+    try:
+        items = _items(task, ctx, where)
+        rendered = []
+        for item in items:
+            here = {**ctx, "item": item} if task.loop is not None else ctx
+            wanted = {k: v for k, v in task.args.items() if k in op.path_args}
+            rendered.append((here, _render(wanted, here, where)))
+    except UnknownValue:
+        if guess:
+            return  # named by the plan, once the facts are known (HostPlan.reads)
+        raise
+    for here, raw in rendered:
+        try:
+            args = op.parse_paths(raw)
+        except ValidationError as exc:
+            raise RoleError(f"{task.position}: {task.op}: {_problems(exc)}") from None
+        yield Planned(role, task, op, args, here, task.name)
+
+
+def _problems(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or 'args'}: {e['msg']}" for e in exc.errors()
+    )
+
+
+def _task(role: Role, task: Task, ctx: dict[str, Any], guess: bool = False) -> Iterator[Planned]:
+    op = _op(task)
+    where = f"{task.position} (task {task.name!r})"
+    for item in _items(task, ctx, where):
         here = {**ctx, "item": item} if task.loop is not None else ctx
         if task.when is not None and not guess:
             cond = task.when if isinstance(task.when, str) else str(task.when)
@@ -140,10 +191,7 @@ def _task(role: Role, task: Task, ctx: dict[str, Any], guess: bool = False) -> I
         try:
             args = op.parse(raw)
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'args'}: {e['msg']}" for e in exc.errors()
-            )
-            raise RoleError(f"{task.position}: {task.op}: {problems}") from None
+            raise RoleError(f"{task.position}: {task.op}: {_problems(exc)}") from None
         title = _render(task.name, here, f"{where}: name")
         yield Planned(role, task, op, args, here, str(title))
 
@@ -163,13 +211,21 @@ def _why(exc: Exception, ctx: dict[str, Any]) -> str:
     return str(exc)
 
 
+class UnknownValue(RoleError):
+    """A value the role names is undefined: before the facts, one only they may give."""
+
+
 def _render(value: Any, ctx: dict[str, Any], where: str) -> Any:
     import jinja2
 
     try:
         return render(value, ctx)
+    except jinja2.UndefinedError as exc:
+        raise UnknownValue(f"{where}: {_why(exc, ctx)}") from None
     except (jinja2.TemplateError, OverflowError) as exc:
         raise RoleError(f"{where}: {_why(exc, ctx)}") from None
+    except (TypeError, ValueError, ArithmeticError, LookupError, AttributeError) as exc:
+        raise RoleError(f"{where}: {type(exc).__name__}: {exc}") from None
 
 
 def _template(role: Role, src: str, ctx: dict[str, Any], task: Task) -> str:

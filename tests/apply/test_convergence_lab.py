@@ -80,6 +80,33 @@ def test_the_read_after_changes_is_one_round_trip_and_none_on_a_converged_host(
     assert on_host(inv, host, f"cat {LOG}") == "run\n"
 
 
+def test_a_file_only_the_facts_name_is_hashed_in_the_second_read_and_converges(
+    lab: Lab, tmp_path: Path
+) -> None:
+    host = "lab-01"
+    fresh(lab, host)
+    role = tmp_path / "roles" / "site"
+    role.mkdir(parents=True)
+    (role / "tasks.yaml").write_text(
+        "- name: a file named after the running kernel\n"
+        "  op: file\n"
+        '  path: "/etc/site-kernel-{{ facts.kernel }}.conf"\n'
+        '  content: "for {{ facts.kernel }}\\n"\n'
+    )
+    inv = lab.inventory(tmp_path, **NO_STACK, roles=["site"])
+    kernel = on_host(inv, host, "uname -r").strip()
+
+    code, evs = apply(lab, inv, "--limit", host)
+    assert code == 0, [e["message"] for e in of(evs, "host-finished")]
+    assert on_host(inv, host, f"cat /etc/site-kernel-{kernel}.conf") == f"for {kernel}\n"
+    before = lab.tree(host)
+    code, evs = apply(lab, inv, "--limit", host)
+    assert code == 0 and of(evs, "change-started") == []
+    assert of(evs, "host-finished", host)[0]["status"] == "ok"
+    assert round_trips(evs, host) == 2  # the facts, then the file only they could name
+    assert lab.tree(host) == before
+
+
 STACK: dict[str, Any] = {**NO_STACK, "driver": {"branch": "580", "flavor": "open", "hold": True}}
 
 

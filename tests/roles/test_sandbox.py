@@ -15,6 +15,7 @@ from gpunode.inventory import Host, load
 from gpunode.plan import plan_host
 from gpunode.plan.planner import managed_paths, probes_for
 from gpunode.roles import search_path
+from gpunode.roles.loader import RoleError
 from gpunode.roles.render import _expression, _template, render
 
 SECRET_ENV = "GPUNODE_TEST_SUDO_PASSWORD"
@@ -57,7 +58,14 @@ def refused(
     # the walks that run before the facts are known skip it silently, running nothing
     assert probes_for(host, None, search) == []
     assert probes_for(host, FACTS, search, role_shell=True) == []
-    assert managed_paths(host, search) == []
+    # the files' walk renders no content (the path alone); an escape in the role's defaults,
+    # which it renders, is refused there as in the plan
+    if defaults:
+        with pytest.raises(RoleError, match="refused: ") as exc:
+            managed_paths(host, search)
+        assert SECRET not in str(exc.value)
+    else:
+        assert managed_paths(host, search) == ["/etc/motd"]
     return str(plan.refused)
 
 

@@ -142,6 +142,7 @@ class AptRepository(Operation):
     changes_apt_sources = True
     long_running = True
     args_model = AptRepositoryArgs
+    path_args = ("path", "keyring")
 
     def paths(self, args: Any) -> list[str]:
         a: AptRepositoryArgs = args

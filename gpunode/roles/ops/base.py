@@ -13,9 +13,10 @@ import re
 import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Annotated, Any, ClassVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict, create_model
 
 from gpunode.changes import Change, Step
 from gpunode.facts.model import HostFacts
@@ -186,6 +187,15 @@ class Operation:
     def parse(self, raw: dict[str, Any]) -> Args:
         return self.args_model.model_validate(raw)
 
+    path_args: ClassVar[tuple[str, ...]] = ()
+    """The arguments `paths` reads. Before the facts are known only these are rendered
+    (`parse_paths`): never a file's content, which may need the versions resolved."""
+
+    def parse_paths(self, raw: dict[str, Any]) -> Args:
+        """Arguments holding only `path_args` (validated as `parse` would), for `paths`."""
+        given = _paths_model(self.args_model, self.path_args).model_validate(raw)
+        return self.args_model.model_construct(**dict(given))
+
     def paths(self, args: Any) -> list[str]:
         """Files whose sha256 the facts round trip should report."""
         return []
@@ -195,6 +205,12 @@ class Operation:
 
     def plan(self, args: Any, ctx: OpContext) -> list[Change]:
         raise NotImplementedError
+
+
+@cache
+def _paths_model(model: type[Args], names: tuple[str, ...]) -> type[Args]:
+    fields: Any = {n: (model.model_fields[n].annotation, model.model_fields[n]) for n in names}
+    return create_model(f"{model.__name__}Paths", __base__=Args, **fields)
 
 
 def q(value: str) -> str:

@@ -58,6 +58,7 @@ class File(Operation):
 
     name = "file"
     args_model: ClassVar[type[Args]] = FileArgs
+    path_args = ("path",)
 
     def paths(self, args: Any) -> list[str]:
         a: FileArgs = args
@@ -215,6 +216,7 @@ class ModuleBlacklist(Operation):
 
     name = "module_blacklist"
     args_model = ModuleBlacklistArgs
+    path_args = ("module", "path")
 
     @staticmethod
     def _path(a: ModuleBlacklistArgs) -> str:
