@@ -32,6 +32,7 @@ HostStatus = Literal[
     "unreachable",
     "skipped",
     "reboot-pending",
+    "interrupted",
 ]
 
 
@@ -259,12 +260,23 @@ class DoctorFinding(Event):
 
 @dataclass(frozen=True)
 class HostFinished(Event):
-    status: Literal["ok", "changed", "failed", "unreachable", "skipped", "reboot-pending"]
+    status: Literal[
+        "ok", "changed", "failed", "unreachable", "skipped", "reboot-pending", "interrupted"
+    ]
     ok: int = 0
     changed: int = 0
     failed: int = 0
     seconds: float = 0.0
     message: str = ""
+
+
+@dataclass(frozen=True)
+class RunInterrupted(Event):
+    """The run was asked to stop (run-wide, `host` ""): no new change or host starts, each
+    host's running command finishes; `cut`: a second interrupt closed the connections."""
+
+    reason: str
+    cut: bool = False
 
 
 @dataclass(frozen=True)
@@ -293,6 +305,7 @@ EVENT_NAMES: dict[type[Event], str] = {
     SmokeResult: "smoke-result",
     DoctorFinding: "doctor-finding",
     HostFinished: "host-finished",
+    RunInterrupted: "run-interrupted",
     RunFinished: "run-finished",
 }
 """Every event's word in `--json` output (docs/json.md documents each): words, not class
@@ -302,11 +315,15 @@ Subscriber = Callable[[Event], None]
 
 
 class Bus:
-    """Fan events out to subscribers, in order, from any thread."""
+    """Fan events out to subscribers, in order, from any thread.
+
+    A subscriber whose output was closed (EPIPE: `gpunode apply --json | head`) is dropped
+    and `on_closed` is called, from the emitting thread (so it must not emit)."""
 
     def __init__(self) -> None:
         self._subs: list[Subscriber] = []
         self._lock = threading.Lock()
+        self.on_closed: Callable[[], None] | None = None
 
     def subscribe(self, fn: Subscriber) -> None:
         with self._lock:
@@ -316,4 +333,9 @@ class Bus:
         with self._lock:
             subs = list(self._subs)
             for fn in subs:
-                fn(event)
+                try:
+                    fn(event)
+                except BrokenPipeError:
+                    self._subs.remove(fn)
+                    if self.on_closed is not None:
+                        self.on_closed()

@@ -28,6 +28,8 @@ class ExitCode(IntEnum):
     DOCTOR_ERROR = 10
     LOCKED = 11
     INTERRUPTED = 130
+    PIPE_CLOSED = 141
+    TERMINATED = 143
 
     @property
     def meaning(self) -> str:
@@ -48,6 +50,8 @@ MEANINGS: dict[ExitCode, str] = {
     ExitCode.DOCTOR_ERROR: "doctor found an error on a host",
     ExitCode.LOCKED: "another apply holds a host's lock or the inventory's: not touched",
     ExitCode.INTERRUPTED: "interrupted (Ctrl-C, or the terminal UI quit before the run ended)",
+    ExitCode.PIPE_CLOSED: "its output was closed (a broken pipe: `apply --json` into `head`)",
+    ExitCode.TERMINATED: "stopped by SIGTERM",
 }
 
 RANK: tuple[ExitCode, ...] = (

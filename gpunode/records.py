@@ -1,8 +1,12 @@
 """Run records: one JSON file per run under the user's state directory.
 
 GPUNODE_STATE_DIR overrides platformdirs' user_state_dir("gpunode"). A record is
-written when the run starts (status "running") and rewritten when it ends, so a
-run whose controller was killed still leaves a trace. No secrets go in.
+written when the run starts (status "running") and rewritten when it ends ("finished",
+or "interrupted" for a run that was stopped), so a run whose controller was killed still
+leaves a trace: it holds the controller's host name, process id and boot id, and a
+"running" record whose process is gone (or whose controller rebooted since) reads as
+"abandoned" (`load_run`; `settle_abandoned` writes it so). A record that cannot be
+written when the run ends costs a warning, never the run's summary. No secrets go in.
 
 Records are private: the state directory and its runs/ are 0700 (an existing one is
 tightened, with a warning when someone else owns it), each record is created 0600 (no
@@ -17,6 +21,7 @@ import json
 import os
 import secrets
 import shlex
+import socket
 import stat
 import sys
 import time
@@ -155,6 +160,52 @@ def private_file_note(current_mode: int | None, commands: Iterable[str]) -> str:
     return ""
 
 
+def boot_id() -> str | None:
+    """This machine's boot id (Linux), None where there is none."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text(encoding="ascii").strip()
+    except OSError:
+        return None
+
+
+def process_start(pid: int) -> str | None:
+    """When process `pid` started (clock ticks since boot, from /proc), None when it is gone
+    or unknown: with the pid, it tells a live run from a new process given the same pid."""
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    fields = stat_line.rpartition(")")[2].split()  # the name, in parentheses, may hold spaces
+    return fields[19] if len(fields) > 19 else None
+
+
+def controller() -> dict[str, Any]:
+    """Who runs this record: host name, process id, its start and the boot id."""
+    pid = os.getpid()
+    return {"host": socket.gethostname(), "pid": pid, "pid_start": process_start(pid),
+            "boot_id": boot_id()}  # fmt: skip
+
+
+def abandoned(data: dict[str, Any]) -> str | None:
+    """Why a "running" record's run is dead (its process gone, or the controller rebooted
+    since it started), None while it may still run or when it is not this machine's."""
+    if data.get("status") != "running":
+        return None
+    ctl = data.get("controller")
+    if not isinstance(ctl, dict) or ctl.get("host") != socket.gethostname():
+        return None  # written by an older gpunode, or on another controller: cannot tell
+    now = boot_id()
+    if ctl.get("boot_id") and now and ctl["boot_id"] != now:
+        return "the controller rebooted since it started"
+    pid = ctl.get("pid")
+    if not isinstance(pid, int):
+        return None
+    start = process_start(pid)
+    if start is None or (ctl.get("pid_start") and start != ctl["pid_start"]):
+        return f"its process ({pid}) is gone"
+    return None
+
+
 class Record:
     def __init__(self, command: str, inventory: str, options: dict[str, Any]) -> None:
         stamp = time.strftime("%Y%m%dT%H%M%S", time.localtime())
@@ -169,6 +220,7 @@ class Record:
             "finished": None,
             "status": "running",
             "exit_code": None,
+            "controller": controller(),
             "hosts": {},
         }
         self._dirs_checked = False
@@ -181,15 +233,24 @@ class Record:
         _write_private(self.path, json.dumps(self.data, indent=2, default=str) + "\n")
         return self.path
 
-    def finish(self, hosts: dict[str, Any], exit_code: int, seconds: float) -> Path:
+    def finish(
+        self, hosts: dict[str, Any], exit_code: int, seconds: float, *, status: str = "finished"
+    ) -> Path:
+        """Write the run's end; a record that cannot be written (its directory made
+        read-only, a full disk) is a warning: the run itself is over, and its summary stands."""
         self.data.update(
             finished=time.time(),
-            status="finished",
+            status=status,
             exit_code=exit_code,
             seconds=seconds,
             hosts=hosts,
         )
-        return self.save()
+        try:
+            return self.save()
+        except OSError as exc:
+            _warn(f"the run record {self.path} could not be written ({exc.strerror or exc}): "
+                  "the summary below is the run's only account")  # fmt: skip
+            return self.path
 
 
 def list_runs() -> list[Path]:
@@ -211,5 +272,27 @@ def find_run(name: str | None) -> Path | None:
 
 
 def load_run(path: Path) -> dict[str, Any]:
+    """A record; a "running" one whose run is dead reads as "abandoned" (with `abandoned`
+    saying why)."""
     data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    why = abandoned(data)
+    if why is not None:
+        data["status"], data["abandoned"] = "abandoned", why
     return data
+
+
+def settle_abandoned() -> list[dict[str, Any]]:
+    """Write "abandoned" into every record whose run is dead but says "running" (the next
+    run does this, so no record stays "running"); returns those records."""
+    settled = []
+    for path in list_runs():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            why = abandoned(data) if isinstance(data, dict) else None
+            if why is not None:
+                data["status"], data["abandoned"] = "abandoned", why
+                _write_private(path, json.dumps(data, indent=2, default=str) + "\n")
+                settled.append(data)
+        except (OSError, ValueError):
+            continue  # not ours to fix, or not a record
+    return settled

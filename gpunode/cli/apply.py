@@ -1,8 +1,19 @@
-"""`gpunode apply`: converge hosts to the inventory, in parallel, and record the run."""
+"""`gpunode apply`: converge hosts to the inventory, in parallel, and record the run.
+
+Ctrl-C, SIGTERM, a closed stdout and the TUI's quit stop the run the same way: no new
+change or host starts, each host's running command finishes (a second Ctrl-C or SIGTERM
+closes the connections), and the record, the recap and `--json`'s stream are finished
+("interrupted"). docs/reliability.md says what each host is left at.
+"""
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -16,6 +27,44 @@ from gpunode.cli.common import (
 )
 from gpunode.cli.display import confirm, show
 from gpunode.exitcodes import ExitCode
+
+if TYPE_CHECKING:
+    from gpunode.execute.session import ApplySession
+
+SIGNALS = {
+    signal.SIGINT: ("interrupted (Ctrl-C)", ExitCode.INTERRUPTED),
+    signal.SIGTERM: ("terminated (SIGTERM)", ExitCode.TERMINATED),
+}
+
+
+@contextmanager
+def stopping(session: ApplySession) -> Iterator[None]:
+    """While the run goes on: the first SIGINT/SIGTERM stops it, a second one cuts it, and a
+    closed stdout stops it (stdout then goes to /dev/null, so nothing more fails on it)."""
+
+    def on_signal(signum: int, frame: Any) -> None:
+        if session.stop.requested:
+            session.cut()
+        else:
+            reason, code = SIGNALS[signal.Signals(signum)]
+            session.request_stop(reason, code)
+
+    def on_closed() -> None:
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, sys.stdout.fileno())
+            os.close(null)
+        except (OSError, ValueError):
+            pass  # stdout has no descriptor: nothing more is written to it anyway
+        session.request_stop("stdout was closed (broken pipe)", ExitCode.PIPE_CLOSED)
+
+    old = {sig: signal.signal(sig, on_signal) for sig in SIGNALS}
+    session.bus.on_closed = on_closed
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 @click.command("apply")
@@ -40,6 +89,7 @@ def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...
     > 8 > 7 (7: --check --detailed-exitcode and a host would change; 8: --no-reboot; 11:
     another apply holds the inventory here, or a host).
     """
+    from gpunode import records
     from gpunode.execute.host import Options
     from gpunode.execute.session import ApplySession, Pacing
     from gpunode.resolve.index import RepoVersions
@@ -75,16 +125,33 @@ def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...
     if not (yes or check) and not confirm(session):
         click.echo("nothing was changed", err=True)
         sys.exit(ExitCode.OK)
+    for old in records.settle_abandoned():
+        click.echo(f"gpunode: warning: run {old['id']} was abandoned ({old['abandoned']}): "
+                   "its hosts may have been left mid-change; this run converges them",
+                   err=True)  # fmt: skip
     record = session.open_record(inventory, limit)
-    code = show(session, as_json=as_json, tui=tty and not no_tui, verbose=verbose > 0,
-                 diff=diff, fleet=inventory_name(inventory))  # fmt: skip
-    # the view may close a moment before the run hands back its result
-    run = session.finish(timeout=0 if code == ExitCode.INTERRUPTED else 30)
+    with stopping(session):
+        code = show(session, as_json=as_json, tui=tty and not no_tui, verbose=verbose > 0,
+                    diff=diff, fleet=inventory_name(inventory))  # fmt: skip
+        if session.wait(0) is None and not session.stop.requested:
+            # the TUI quit (`q`, Ctrl-Q) with the run going on: stop it as Ctrl-C would
+            session.request_stop("quit from the terminal UI", ExitCode.INTERRUPTED)
+        if session.stop.requested and session.wait(0) is None:
+            click.echo("gpunode: stopping: no new change or host starts; waiting for each "
+                       "host's running command to finish (Ctrl-C again cuts them)",
+                       err=True)  # fmt: skip
+            session.await_stop()
+        run = session.finish(timeout=0 if session.stop.was_cut else 30)
     if run is None:
         click.echo(f"the run was left unfinished (exit {code or 1}); its record: {record}",
                    err=True)  # fmt: skip
         sys.exit(code or ExitCode.ERROR)
-    click.echo(recap.recap_json(run, str(record)) if as_json else recap.recap_text(run))
+    code = session.exit_code(run, detailed=detailed_exitcode)
+    payload = recap.recap_json(run, str(record), code) if as_json else recap.recap_text(run)
+    click.echo(payload)
+    if session.stop.requested:
+        click.echo(f"gpunode: the run stopped: {session.stop.reason}; each host above says "
+                   "where it was left (apply again to finish)", err=True)  # fmt: skip
     if not as_json:
         click.echo(f"run record: {record}", err=True)
-    sys.exit(run.check_exit_code if detailed_exitcode else run.exit_code)
+    sys.exit(code)

@@ -36,6 +36,7 @@ from gpunode.execute.readhost import read_host
 from gpunode.execute.result import ChangeResult, HostResult
 from gpunode.facts.gather import apt_queries
 from gpunode.facts.model import HostFacts
+from gpunode.hostpool import Stop
 from gpunode.plan.planner import managed_paths, plan_host, probes_for
 from gpunode.resolve import Catalog, CatalogFor
 from gpunode.resolve.hostapt import HostCatalog, madison_command
@@ -99,6 +100,8 @@ class Options:
     """Reads the repository index a host uses when its specs need one (shared by hosts)."""
     allow_change_held: bool = False
     """A change may move a package whose hold the admin set (--allow-change-held)."""
+    stop: Stop | None = None
+    """The run's stop (Ctrl-C, SIGTERM...): read between changes and phases, never mid-command."""
     run_id: str = ""
     """The run record's id: the owner named in each host's lock (execute/hostlock.py)."""
 
@@ -284,6 +287,8 @@ class HostRun:
             self._reboot_pending(reason)
             return  # after_disrupt waits for the reboot: the host stays drained until then
         if reason:
+            if self._stopped("its reboot"):
+                return
             if not self._reboot(reason, facts):
                 return
             self.boot_at = len(self.result.changes)  # a boot may undo what the last one kept
@@ -297,6 +302,8 @@ class HostRun:
             if not self._apply(plan, facts):
                 return
         if not self._converged():
+            return
+        if self.opts.smoke and self.host.stack.smoke and self._stopped("its smoke tests"):
             return
         self.result.status = "changed" if self.result.changed else "ok"
         if self.opts.smoke and self.host.stack.smoke:
@@ -358,6 +365,8 @@ class HostRun:
 
     def _apply(self, plan: HostPlan, facts: HostFacts) -> bool:
         todo = [c for c in plan.changes if not c.only_reboot]
+        if todo and self._stopped(f"change {self.index + 1}/{self.index + len(todo)}"):
+            return False  # before the hooks and the first change
         if todo and not self._may_act_as_root(todo):
             return False
         if plan.hooks and self.after_disrupt is None:
@@ -369,6 +378,8 @@ class HostRun:
             self.bus.emit(HostStatusChanged(self.host.name, status="applying"))
         total = self.index + len(todo)
         for c in todo:
+            if self._stopped(f"change {self.index + 1}/{total} ({c.title})"):
+                return False
             self.index += 1
             if not self._change(c, total, facts):
                 return False
@@ -666,6 +677,17 @@ class HostRun:
         for f in findings:
             self.bus.emit(DoctorFinding(self.host.name, f.rule, f.severity, f.title,
                                         f.evidence, f.fix))  # fmt: skip
+
+    def _stopped(self, before: str) -> bool:
+        """The run was asked to stop: start nothing more on this host ("interrupted")."""
+        stop = self.opts.stop
+        if stop is None or not stop.requested:
+            return False
+        self.result.status = "interrupted"
+        self.result.message = f"stopped before {before}, {self.result.changed} change(s) made"
+        self.bus.emit(HostStatusChanged(self.host.name, status="interrupted",
+                                        detail=self.result.message))  # fmt: skip
+        return True
 
     def _fail(self, message: str) -> None:
         self.result.status = "failed"

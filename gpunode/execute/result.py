@@ -10,7 +10,14 @@ from gpunode.execute.output import StepOutput
 from gpunode.exitcodes import ExitCode, exit_code_for
 
 HostOutcome = Literal[
-    "ok", "changed", "failed", "unreachable", "hostkey-changed", "skipped", "reboot-pending"
+    "ok",
+    "changed",
+    "failed",
+    "unreachable",
+    "hostkey-changed",
+    "skipped",
+    "reboot-pending",
+    "interrupted",
 ]
 
 

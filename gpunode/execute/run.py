@@ -1,4 +1,5 @@
-"""Run many hosts: parallel forks, --serial batches, --max-fail abort of later batches."""
+"""Run many hosts: parallel forks, --serial batches, --max-fail abort of later batches, and
+a stop (`Options.stop`) that starts no more hosts or changes."""
 
 from __future__ import annotations
 
@@ -34,23 +35,30 @@ def apply(
     become_password: Secret | None = None,
     opener: Opener | None = None,
     command: str = "apply",
+    live: dict[str, HostResult] | None = None,
 ) -> RunResult:
-    """Converge `hosts`; returns every host's result. Emits RunStarted ... RunFinished."""
+    """Converge `hosts`; returns every host's result. Emits RunStarted ... RunFinished.
+
+    `live` receives each host's result as its run starts (filled in as it goes), for a
+    caller that cannot wait for the end (a run cut by a second interrupt)."""
     opts = options or Options()
+    stop = opts.stop
     start = time.monotonic()
     bus.emit(RunStarted("", command=command, hosts=tuple(h.name for h in hosts), check=opts.check))
     results: dict[str, HostResult] = {}
     aborted = False
     for batch in batches(hosts, serial):
-        if aborted:
+        if aborted or (stop is not None and stop.requested):
+            why = "--max-fail reached" if aborted else stop.reason if stop else ""
             for h in batch:
-                results[h.name] = HostResult(h.name, "skipped", "not started: --max-fail reached")
-                bus.emit(HostStatusChanged(h.name, status="skipped", detail="max-fail reached"))
-                _finished(bus, results[h.name])
+                _skipped(bus, results, h.name, why)
             continue
 
         def work(transport: Transport, host: Host) -> HostResult:
-            return HostRun(transport, host, bus, opts).run()
+            one = HostRun(transport, host, bus, opts)
+            if live is not None:
+                live[host.name] = one.result
+            return one.run()
 
         kw = {"opener": opener} if opener is not None else {}
         outcomes = run_hosts(
@@ -59,17 +67,23 @@ def apply(
             bus=bus,
             forks=forks,
             become_password=become_password,
+            stop=stop,
             **kw,
         )
         failed = 0  # --max-fail counts each batch on its own, as its hosts finish together
         for h in batch:
             o = outcomes[h.name]
+            if o.status == "skipped":
+                _skipped(bus, results, h.name, o.error.removeprefix("not started: "))
+                continue
             if o.value is not None:
                 r = o.value
             else:
                 r = HostResult(h.name, "failed", o.error, seconds=round(o.seconds, 3))
                 if o.status == "unreachable":
                     r.status = "hostkey-changed" if o.hostkey_changed else "unreachable"
+            if stop is not None and stop.was_cut and r.status in ("failed", "unreachable"):
+                r.status, r.message = "interrupted", f"cut while it ran: {r.message}"
             results[h.name] = r
             _finished(bus, r)
             if r.status in ("failed", "unreachable", "hostkey-changed"):
@@ -77,8 +91,15 @@ def apply(
         if max_fail is not None and 100.0 * failed / len(batch) > max_fail:
             aborted = True
     run = RunResult(results, seconds=round(time.monotonic() - start, 3), check=opts.check)
-    bus.emit(RunFinished("", exit_code=int(run.exit_code), seconds=run.seconds, hosts=run.recap()))
+    code = stop.code if stop is not None and stop.requested else int(run.exit_code)
+    bus.emit(RunFinished("", exit_code=code, seconds=run.seconds, hosts=run.recap()))
     return run
+
+
+def _skipped(bus: Bus, results: dict[str, HostResult], name: str, why: str) -> None:
+    results[name] = HostResult(name, "skipped", f"not started: {why}")
+    bus.emit(HostStatusChanged(name, status="skipped", detail=why.removeprefix("--")))
+    _finished(bus, results[name])
 
 
 def _finished(bus: Bus, r: HostResult) -> None:

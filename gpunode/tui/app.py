@@ -67,6 +67,18 @@ class GpunodeApp(App[int]):
         """Thread-safe: queue an event for the screen's next tick. Usable as a Bus subscriber."""
         self._inbox.append(event)
 
+    async def action_quit(self) -> None:
+        """Ctrl-Q: the screen's own quit, which asks first while a run goes on."""
+        from gpunode.tui.screens import ConfirmQuit
+
+        for screen in reversed(self.screen_stack):
+            ask = getattr(screen, "action_quit_app", None)
+            if callable(ask):
+                if not isinstance(self.screen, ConfirmQuit):  # not twice
+                    ask()
+                return
+        self.exit()
+
     def get_default_screen(self) -> Screen[None]:
         return self._first_screen()
 

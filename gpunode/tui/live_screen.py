@@ -22,7 +22,7 @@ from gpunode.monitor.board import Board
 from gpunode.tui.gpu_view import GpuView
 from gpunode.tui.hosts_screen import HostsScreen
 from gpunode.tui.runstate import RunState
-from gpunode.tui.screens import ConfirmQuit
+from gpunode.tui.screens import QUIT_DETAIL, ConfirmQuit
 
 
 @dataclass
@@ -40,6 +40,8 @@ class LiveScreen(HostsScreen):
     names each tab's table."""
 
     TAB_TABLES: ClassVar[dict[str, str]] = {}
+    QUIT_DETAIL: ClassVar[str] = QUIT_DETAIL
+    """What quitting mid-run does to the run, as the quit dialog says it."""
 
     def __init__(
         self,
@@ -127,7 +129,7 @@ class LiveScreen(HostsScreen):
                 if yes:
                     self.app.exit(ExitCode.INTERRUPTED)
 
-            self.app.push_screen(ConfirmQuit(), answered)
+            self.app.push_screen(ConfirmQuit(self.QUIT_DETAIL), answered)
             return
         code = self.state.exit_code
         self.app.exit(code if code is not None else 0)

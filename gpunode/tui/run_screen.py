@@ -30,6 +30,10 @@ class RunScreen(LiveScreen):
         "gpus-tab": "#gpu-table",
         "smoke": "#smoke-table",
     }
+    QUIT_DETAIL = (
+        "The run stops as on Ctrl-C: no new change or host starts, each host's running "
+        "command finishes (Ctrl-C then cuts it), and the run is recorded as interrupted."
+    )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("r", "retry", "Retry failed"),
         Binding("1", "tab('run')", "Run", show=False),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
@@ -37,17 +38,25 @@ class HelpScreen(ModalScreen[None]):
             yield Static("[dim]escape closes[/dim]")
 
 
+QUIT_DETAIL = "The hosts' current commands are left to the run to stop."
+
+
 class ConfirmQuit(ModalScreen[bool]):
+    """Quit while a run goes on? `detail` says what quitting does to the run."""
+
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "answer(True)", "Yes"),
         Binding("n,escape", "answer(False)", "No"),
     ]
 
+    def __init__(self, detail: str = QUIT_DETAIL) -> None:
+        super().__init__()
+        self.detail = detail
+
     def compose(self) -> ComposeResult:
         with Vertical(id="quit-box", classes="modal-box"):
             yield Static(
-                "A run is in progress. Quit anyway?\n"
-                "[dim]The hosts' current commands are left to the run to stop.[/dim]",
+                Text.assemble("A run is in progress. Quit anyway?\n", (self.detail, "dim")),
                 id="quit-text",
             )
             with Horizontal(id="quit-buttons"):

@@ -110,6 +110,13 @@ class FleetCollector(Collector):
             "Findings of the host's last gpunode doctor run, by severity.",
             ["host", "severity"],
         )
+        runs = _gauge(
+            "gpunode_runs",
+            "Run records on this controller by status (abandoned: its controller process died).",
+            ["status"],
+        )
+        for status, n in sorted(self.runs.statuses().items()):
+            runs.add_metric([status], float(n))
         for host, st in self.runs.states(self.hosts).items():
             if st.converged is not None:
                 conv.add_metric([host], 1.0 if st.converged else 0.0)
@@ -129,7 +136,7 @@ class FleetCollector(Collector):
                 copy.add_metric([host], fig.copy_bytes_per_second)
             for size, value in sorted(fig.allreduce_bytes_per_second.items()):
                 busbw.add_metric([host, size], value)
-        return [up, conv, pending, last, result, tflops, copy, busbw, doctor]
+        return [up, conv, pending, last, result, tflops, copy, busbw, doctor, runs]
 
 
 def registry_for(collector: FleetCollector) -> CollectorRegistry:

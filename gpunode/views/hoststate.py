@@ -3,7 +3,8 @@ apply, the last smoke results, doctor findings.
 
 Records are read from the state directory's runs/ (gpunode.records), newest first; each
 file is parsed once and again only when it changes, so a scrape costs a directory listing
-and a stat per record. A run still going ("running") says nothing yet.
+and a stat per record. A run still going ("running") says nothing yet; one whose
+controller died reads "abandoned" (records.load_run), and `statuses` counts each.
 """
 
 from __future__ import annotations
@@ -112,6 +113,19 @@ class RunRecords:
             del self._cache[gone]
         out = [self._load(p) for p in reversed(paths)]
         return [d for d in out if isinstance(d, dict) and d.get("status") == "finished"]
+
+    def statuses(self) -> dict[str, int]:
+        """How many records say each status: running, finished, interrupted, abandoned."""
+        counts: dict[str, int] = {}
+        for path in self._paths():
+            data = self._load(path)
+            if not isinstance(data, dict):
+                continue
+            status = str(data.get("status"))
+            if status == "running" and records.abandoned(data):  # died since it was read
+                status = "abandoned"
+            counts[status] = counts.get(status, 0) + 1
+        return counts
 
     def states(self, hosts: Iterable[str]) -> dict[str, HostState]:
         names = list(hosts)

@@ -29,6 +29,7 @@ from gpunode.events import (
     RebootPending,
     RebootStarted,
     RunFinished,
+    RunInterrupted,
     RunStarted,
     SmokeResult,
 )
@@ -135,7 +136,10 @@ class PlainPrinter:
                 for host, run in self._running.items():
                     if now - run.beat >= self.heartbeat:
                         run.beat = now
-                        self._write(time.time(), heartbeat_line(host, run, now))
+                        try:
+                            self._write(time.time(), heartbeat_line(host, run, now))
+                        except OSError:  # stdout closed: the next event's line says so
+                            return
 
     def line(self, e: Event) -> str | None:
         h = f"[{e.host}]"
@@ -168,6 +172,13 @@ class PlainPrinter:
             if self.diff and e.diff:
                 text += "\n" + e.diff.rstrip("\n")
             return text
+        if isinstance(e, RunInterrupted):
+            if e.cut:
+                return "cut: a second interrupt closed the hosts' connections: their commands end"
+            return (f"stopping: {e.reason}: no new change or host starts; each host's running "
+                    "command finishes (Ctrl-C again cuts them)")  # fmt: skip
+        if isinstance(e, HostStatusChanged) and e.status == "interrupted":
+            return f"interrupted: {h} {e.detail}"
         if isinstance(e, RebootStarted):
             return f"rebooting: {h} {e.reason}"
         if isinstance(e, RebootFinished):

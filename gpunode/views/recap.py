@@ -41,8 +41,10 @@ def recap_text(run: RunResult) -> str:
     return "\n".join([title, *recap_lines(rows), total])
 
 
-def recap_json(run: RunResult, record: str) -> str:
-    """The last line of `apply --json`: the `recap` event, with the run record's path."""
+def recap_json(run: RunResult, record: str, exit_code: int | None = None) -> str:
+    """The last line of `apply --json`: the `recap` event, with the run record's path and the
+    exit status (`exit_code`: a stopped run's, else the hosts')."""
     hosts = [dataclasses.asdict(r) for r in run.recap()]
-    payload = {"event": "recap", "hosts": hosts, "exit_code": int(run.exit_code), "record": record}
+    code = int(run.exit_code) if exit_code is None else exit_code
+    payload = {"event": "recap", "hosts": hosts, "exit_code": code, "record": record}
     return dumps("apply-event", payload)

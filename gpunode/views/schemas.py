@@ -310,7 +310,12 @@ def output_type(kind: Kind) -> Any:
             "options": (dict[str, Any], ...),
             "started": (float, ...),
             "finished": (float | None, ...),
-            "status": (Literal["running", "finished"], ...),
+            "status": (Literal["running", "finished", "interrupted", "abandoned"], ...),
+            "abandoned": (str | None, Field(None, description="Why a run is abandoned.")),
+            "controller": (
+                dict[str, Any] | None,
+                Field(None, description="The controller: host, pid, pid_start, boot_id."),
+            ),
             "exit_code": (int | None, ...),
             "seconds": (float | None, None),
             "hosts": (dict[str, _HostResult], ...),  # type: ignore[valid-type]

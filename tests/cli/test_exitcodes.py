@@ -28,6 +28,8 @@ def test_the_statuses_keep_their_numbers() -> None:
         "DOCTOR_ERROR": 10,
         "LOCKED": 11,
         "INTERRUPTED": 130,
+        "PIPE_CLOSED": 141,
+        "TERMINATED": 143,
     }
 
 
