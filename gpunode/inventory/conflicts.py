@@ -31,16 +31,30 @@ def leaves(settings: dict[str, Any], at: Path_ = ()) -> dict[Path_, Any]:
     return out
 
 
-def voice(layers: Iterable[Layer]) -> dict[Path_, tuple[Any, Path_]]:
-    """What one group says, its later layers winning: path -> (value, layer prefix)."""
-    out: dict[Path_, tuple[Any, Path_]] = {}
+Voice = dict[Path_, tuple[Any, Path_]]
+"""What one group says for a host: path -> (value, prefix of the layer that set it)."""
+
+
+def voice(layers: Iterable[Layer], start: Voice | None = None) -> Voice:
+    """What one group says, its later layers winning (over `start`, if given)."""
+    out: Voice = dict(start or {})
+    inner = _inner(out)
     for prefix, settings in layers:
         for path, value in leaves(settings).items():
             # a value replaces what the layers below set under it, and the reverse
-            for known in [p for p in out if p[: len(path)] == path or path[: len(p)] == p]:
-                del out[known]
+            for n in range(1, len(path)):
+                out.pop(path[:n], None)
+            if path in inner:
+                for known in [p for p in out if p[: len(path)] == path]:
+                    del out[known]
             out[path] = (value, prefix)
+            inner.update(path[:n] for n in range(1, len(path)))
     return out
+
+
+def _inner(voice: Voice) -> set[Path_]:
+    """Every path a voice sets values below."""
+    return {path[:n] for path in voice for n in range(1, len(path))}
 
 
 def _decided(path: Path_, own: dict[Path_, Any]) -> bool:
@@ -48,10 +62,11 @@ def _decided(path: Path_, own: dict[Path_, Any]) -> bool:
     return any(path[:n] in own for n in range(1, len(path) + 1))
 
 
-def differing(voices: Sequence[dict[Path_, tuple[Any, Path_]]]) -> list[tuple[Path_, int, int]]:
+def differing(voices: Sequence[Voice]) -> list[tuple[Path_, int, int]]:
     """(path, i, j) where voice i and a later voice j set the path (or a value above or
     below it) differently."""
     out: list[tuple[Path_, int, int]] = []
+    inner = [_inner(v) for v in voices]
     for j, later in enumerate(voices):
         for i in range(j):
             earlier = voices[i]
@@ -63,7 +78,7 @@ def differing(voices: Sequence[dict[Path_, tuple[Any, Path_]]]) -> list[tuple[Pa
                     continue
                 if above is not None:
                     out.append((above, i, j))
-                elif any(p[: len(path)] == path for p in earlier):
+                elif path in inner[i]:
                     out.append((path, i, j))
     return list(dict.fromkeys(out))
 
@@ -80,13 +95,20 @@ def group_conflicts(
     the order written; `host_own`: per host, its own layers outside every group.
     """
     found: dict[tuple[Path_, str, str, Position, Position, str, str], list[str]] = {}
+    shared: dict[tuple[Path_, ...], Voice] = {}
     for host, groups in host_groups.items():
         if len(groups) < 2:
             continue
         own: dict[Path_, Any] = {}
         for _, settings in host_own.get(host, []):
             own.update(leaves(settings))
-        voices = [voice(layers) for _, layers in groups]
+        # a group's own layers are the same for each of its hosts: read once
+        voices = []
+        for _, layers in groups:
+            group_key = tuple(prefix for prefix, _ in layers[:-1])
+            if group_key not in shared:
+                shared[group_key] = voice(layers[:-1])
+            voices.append(voice(layers[-1:], shared[group_key]))
         for path, i, j in differing(voices):
             if _decided(path, own):
                 continue
@@ -117,7 +139,7 @@ def group_conflicts(
     return problems
 
 
-def _setting(voice: dict[Path_, tuple[Any, Path_]], path: Path_) -> tuple[Any, Path_, Path_]:
+def _setting(voice: Voice, path: Path_) -> tuple[Any, Path_, Path_]:
     """The value a voice gives `path` (the values it sets below it, where it sets a
     mapping), the prefix of the layer that wrote it, and the path written there."""
     for n in range(len(path), 0, -1):

@@ -105,12 +105,12 @@ def build(src: Source, base: Path | None = None) -> Inventory:
         membership.setdefault(hname, []).append(("", ("hosts", hname), entry or {}))
     for hname, (prefix, settings) in side.hosts.items():
         membership[hname].append(("", prefix, settings))
-    _refuse_group_conflicts(src, all_groups, side, data.get("hosts") or {})
 
     defaults: dict[str, Any] = {}
     for _, settings in layers_default:
         defaults = deep_merge(defaults, settings)
     _check_merged_size(src, defaults, membership)
+    _refuse_group_conflicts(src, all_groups, side, data.get("hosts") or {})
     hosts: dict[str, Host] = {}
     layers_of: dict[str, list[tuple[Path_, dict[str, Any]]]] = {}
     problems: list[Problem] = []
