@@ -8,7 +8,7 @@ operations need, and (with facts) which changes to make.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -137,7 +137,7 @@ def _items(task: Task, ctx: dict[str, Any], where: str) -> list[Any]:
     loop = _render(task.loop, ctx, f"{where}: loop")
     if isinstance(loop, dict):
         return list(loop.items())
-    if not isinstance(loop, (list, tuple)):
+    if isinstance(loop, (str, bytes)) or not isinstance(loop, Iterable):
         raise RoleError(f"{where}: loop: a list or a mapping is needed, not {loop!r}")
     return list(loop)
 

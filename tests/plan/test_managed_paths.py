@@ -134,6 +134,11 @@ def test_a_file_is_hashed_whatever_its_content_needs_and_a_path_only_facts_name_
         ("- name: not absolute\n  op: file\n  path: etc/site\n", "not an absolute path"),
         ("- name: no such op\n  op: fiel\n  path: /etc/site\n", "unknown op 'fiel'"),
         ('- name: arithmetic\n  op: file\n  path: "/etc/{{ 1 // 0 }}"\n', "ZeroDivisionError"),
+        (
+            "- name: a loop over a string\n  op: file\n  loop: \"{{ 'abc' }}\"\n"
+            "  path: '/etc/{{ item }}'\n",
+            "loop: a list or a mapping is needed",
+        ),
     ],
 )
 def test_a_role_that_cannot_render_is_an_error_with_its_file_and_line(
