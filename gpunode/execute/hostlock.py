@@ -139,7 +139,7 @@ def _guarded(body: str) -> str:
     that folder cannot be made (a login that is not root, with become: none)."""
     return (
         "mkdir -p /var/lib/gpunode 2>/dev/null; umask 077\n"
-        f"mkdir -p {LOCK_DIR} 2>/dev/null && chmod 700 {LOCK_DIR} && "
+        f"mkdir -p {LOCK_DIR} 2>/dev/null && chmod 700 {LOCK_DIR} 2>/dev/null && "
         f"exec 9>>{MUTEX_PATH} 2>/dev/null || {{ echo 'lock: unwritable'; exit 0; }}\n"
         f"flock -w {MUTEX_WAIT} 9 || {{ echo 'lock: busy'; exit 0; }}\n" + body
     )
