@@ -50,12 +50,7 @@ def stopping(session: ApplySession) -> Iterator[None]:
             session.request_stop(reason, code)
 
     def on_closed() -> None:
-        try:
-            null = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(null, sys.stdout.fileno())
-            os.close(null)
-        except (OSError, ValueError):
-            pass  # stdout has no descriptor: nothing more is written to it anyway
+        stdout_to_null()
         session.request_stop("stdout was closed (broken pipe)", ExitCode.PIPE_CLOSED)
 
     old = {sig: signal.signal(sig, on_signal) for sig in SIGNALS}
@@ -65,6 +60,16 @@ def stopping(session: ApplySession) -> Iterator[None]:
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
+
+
+def stdout_to_null() -> None:
+    """Point stdout at /dev/null once its reader is gone: later writes cannot fail."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError):
+        pass  # stdout has no descriptor: nothing more is written to it anyway
 
 
 @click.command("apply")
@@ -148,7 +153,11 @@ def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...
         sys.exit(code or ExitCode.ERROR)
     code = session.exit_code(run, detailed=detailed_exitcode)
     payload = recap.recap_json(run, str(record), code) if as_json else recap.recap_text(run)
-    click.echo(payload)
+    try:
+        click.echo(payload)
+    except BrokenPipeError:  # closed after the last event: the run is recorded all the same
+        stdout_to_null()
+        code = code or ExitCode.PIPE_CLOSED
     if session.stop.requested:
         click.echo(f"gpunode: the run stopped: {session.stop.reason}; each host above says "
                    "where it was left (apply again to finish)", err=True)  # fmt: skip

@@ -79,6 +79,7 @@ class ApplySession:
         self._where: dict[str, str] = {}
         """Each host's last status word, and whether it finished (for a cut run's record)."""
         self._cut_at: float | None = None
+        self._said: list[threading.Thread] = []
         self.bus.subscribe(self._follow)
 
     def preview(self) -> dict[str, Outcome[HostPlan]]:
@@ -158,6 +159,8 @@ class ApplySession:
         """`wait`, then write the result into the run record (when there is one). A stopped
         run is "interrupted"; one cut and not back in time ends with what is known."""
         result = self.wait(timeout)
+        for said in self._said:  # the run-interrupted event is out before the recap
+            said.join(1.0)
         if result is None and self.stop.requested:
             result = self._known()
         if result is not None and self.record is not None:
@@ -199,7 +202,9 @@ class ApplySession:
     def _announce(self, event: Event) -> None:
         # never emit from the caller's thread: it may be inside the bus (a view whose
         # output closed) or a signal handler that interrupted an emit
-        threading.Thread(target=self.bus.emit, args=(event,), daemon=True).start()
+        said = threading.Thread(target=self.bus.emit, args=(event,), daemon=True)
+        self._said.append(said)
+        said.start()
 
     def _follow(self, e: Event) -> None:
         if isinstance(e, HostStatusChanged):
