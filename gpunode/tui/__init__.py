@@ -7,8 +7,8 @@ and GPUs tabs), both on LiveScreen (live_screen.py: the event inbox, tabs, a qui
 asks while the run goes on), or TopScreen (top_screen.py: the GPU view alone), all built
 on HostsScreen (hosts_screen.py: header, host filter, footer, the shared keys). The views
 they share are widgets of their own: RunView, GpuView, SmokeView; modal screens are in
-screens.py, text helpers in fmt.py. Importing this package is cheap; Textual loads in
-`run_tui`/`run_top`.
+screens.py (the key list `?` shows is made from the bindings by keyhelp.py), text helpers
+in fmt.py. Importing this package is cheap; Textual loads in `run_tui`/`run_top`.
 """
 
 from __future__ import annotations

@@ -199,13 +199,17 @@ class GpuView(Vertical):
     """The fleet's overview <-> one host's GPUs (`o`), sorted by any column (`s`, `S`, header
     click). `fleet` names the overview: the inventory's name."""
 
+    HELP_TITLE = "GPUs"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("o", "toggle_mode", "Overview/host"),
-        Binding("s", "cycle_sort", "Sort"),
-        Binding("S", "reverse_sort", "Reverse"),
-        Binding("n", "next_host", "Next host", show=False),
-        Binding("p", "prev_host", "Prev host", show=False),
+        Binding("o", "toggle_mode", "Overview/host", tooltip="the overview <-> one host's GPUs"),
+        Binding("s", "cycle_sort", "Sort", tooltip="sort by the next column (or click a header)"),
+        Binding("S", "reverse_sort", "Reverse", tooltip="reverse the sort"),
+        Binding("n", "next_host", "Next host", show=False, tooltip="one host's GPUs: next host"),
+        Binding("p", "prev_host", "Prev host", show=False, tooltip="one host's GPUs: previous"),
     ]
+    HELP_NOTES: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("enter", "open the host under the cursor"),
+    )
 
     mode: reactive[Literal["lab", "host"]] = reactive("lab")
 

@@ -13,11 +13,16 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input
 
+from gpunode.tui.keyhelp import key_display, screen_help
 from gpunode.tui.screens import HelpScreen
 
 
 class FilterInput(Input):
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Clear filter")]
+    HELP_TITLE = "Filter box"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Clear filter", tooltip="clear the filter and close the box")
+    ]
+    HELP_NOTES = (("enter", "keep the filter and close the box"),)
 
     def action_cancel(self) -> None:
         self.value = ""
@@ -28,11 +33,16 @@ class FilterInput(Input):
 class HostsScreen(Screen[None]):
     """Header, body, filter box and footer; `q`, `?` and `/`. Subclasses add their keys."""
 
+    HELP_TITLE = "Keys"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("q", "quit_app", "Quit"),
-        Binding("question_mark", "help", "Keys"),
-        Binding("slash", "filter", "Filter"),
+        Binding("q", "quit_app", "Quit", tooltip="quit (asks first while a run is in progress)"),
+        Binding("question_mark", "help", "Keys", tooltip="this list of keys"),
+        Binding("slash", "filter", "Filter", tooltip="filter hosts (text or glob)"),
     ]
+    HELP_NOTES: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("↑ ↓ pgup pgdn", "move in the table"),
+        ("^q", "quit, as q"),  # Textual binds it (App.BINDINGS); GpunodeApp.action_quit
+    )
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -63,7 +73,8 @@ class HostsScreen(Screen[None]):
         self.app.exit(0)
 
     def action_help(self) -> None:
-        self.app.push_screen(HelpScreen())
+        display = key_display(self.app.get_key_display)
+        self.app.push_screen(HelpScreen(screen_help(self, display)))
 
     def action_filter(self) -> None:
         box = self.query_one("#filter", FilterInput)

@@ -42,6 +42,8 @@ class LiveScreen(HostsScreen):
     TAB_TABLES: ClassVar[dict[str, str]] = {}
     QUIT_DETAIL: ClassVar[str] = QUIT_DETAIL
     """What quitting mid-run does to the run, as the quit dialog says it."""
+    HELP_MODALS: ClassVar[tuple[tuple[str, type], ...]] = (("When asked to quit", ConfirmQuit),)
+    """The dialogs this screen may open, for `?`'s key list."""
 
     def __init__(
         self,

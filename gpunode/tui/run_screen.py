@@ -30,15 +30,16 @@ class RunScreen(LiveScreen):
         "gpus-tab": "#gpu-table",
         "smoke": "#smoke-table",
     }
+    HELP_TITLE = "Keys (apply)"
     QUIT_DETAIL = (
         "The run stops as on Ctrl-C: no new change or host starts, each host's running "
         "command finishes (Ctrl-C then cuts it), and the run is recorded as interrupted."
     )
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("r", "retry", "Retry failed"),
-        Binding("1", "tab('run')", "Run", show=False),
-        Binding("2", "tab('gpus')", "GPUs", show=False),
-        Binding("3", "tab('smoke')", "Smoke", show=False),
+        Binding("r", "retry", "Retry failed", tooltip="retry the failed and unreachable hosts"),
+        Binding("1", "tab('run')", "Run", show=False, tooltip="the run tab"),
+        Binding("2", "tab('gpus')", "GPUs", show=False, tooltip="the GPUs tab"),
+        Binding("3", "tab('smoke')", "Smoke", show=False, tooltip="the smoke tab"),
     ]
 
     def __init__(

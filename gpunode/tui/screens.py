@@ -2,40 +2,50 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-KEYS = """\
-[b]Keys[/b]
-
-  [b]1 2 3[/b]     run / GPUs / smoke tab
-  [b]↑ ↓[/b]       move between hosts (the run view shows the selected host)
-  [b]/[/b]         filter hosts (text or glob); enter keeps it, escape clears it
-  [b]r[/b]         retry the failed and unreachable hosts
-  [b]o[/b]         GPUs: the overview <-> one host's GPUs
-  [b]enter[/b]     GPUs: open the host under the cursor
-  [b]n p[/b]       GPUs: next / previous host
-  [b]s S[/b]       GPUs: sort by the next column / reverse (or click a header)
-  [b]?[/b]         this help
-  [b]q[/b]         quit (asks first while a run is in progress)
-"""
+from gpunode.tui.keyhelp import Section, key_display, section
 
 
 class HelpScreen(ModalScreen[None]):
+    """The keys of the screen under it (keyhelp.py makes the list from their bindings),
+    and its own."""
+
+    HELP_TITLE = "This list"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,q,question_mark,enter", "dismiss", "Close"),
+        Binding("escape,q,question_mark,enter", "dismiss", "Close", tooltip="close this list"),
     ]
 
+    def __init__(self, sections: Sequence[Section] = ()) -> None:
+        super().__init__()
+        self.sections = list(sections)
+
     def compose(self) -> ComposeResult:
-        with Vertical(id="help-box", classes="modal-box"):
-            yield Static(KEYS, id="help-text")
-            yield Static("[dim]escape closes[/dim]")
+        display = key_display(self.app.get_key_display)
+        own = section(self.HELP_TITLE, type(self), display)
+        with VerticalScroll(id="help-box", classes="modal-box"):
+            yield Static(help_text([*self.sections, *([own] if own else [])]), id="help-text")
+
+
+def help_text(sections: Sequence[Section]) -> Text:
+    """Built as Text, never markup: keys like `[` would be taken for tags."""
+    width = max((len(k) for s in sections for k, _ in s.rows), default=0)
+    out = Text()
+    for i, s in enumerate(sections):
+        if i:
+            out.append("\n\n")
+        out.append(s.title, "bold")
+        for keys, what in s.rows:
+            out.append("\n  ").append(keys.ljust(width), "bold").append(f"  {what}")
+    return out
 
 
 QUIT_DETAIL = "The hosts' current commands are left to the run to stop."

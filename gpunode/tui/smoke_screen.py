@@ -16,9 +16,10 @@ from gpunode.tui.smoke_view import SmokeView
 
 class SmokeScreen(LiveScreen):
     TAB_TABLES: ClassVar[dict[str, str]] = {"smoke": "#smoke-table", "gpus-tab": "#gpu-table"}
+    HELP_TITLE = "Keys (smoke)"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("1", "tab('smoke')", "Smoke", show=False),
-        Binding("2", "tab('gpus')", "GPUs", show=False),
+        Binding("1", "tab('smoke')", "Smoke", show=False, tooltip="the smoke tab"),
+        Binding("2", "tab('gpus')", "GPUs", show=False, tooltip="the GPUs tab"),
     ]
 
     def compose_body(self) -> ComposeResult:

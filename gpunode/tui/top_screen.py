@@ -15,6 +15,8 @@ from gpunode.tui.hosts_screen import HostsScreen
 class TopScreen(HostsScreen):
     """No run here: only the shared keys (`q` `?` `/`) and the GPU view's own."""
 
+    HELP_TITLE = "Keys (top)"
+
     def __init__(
         self,
         board: Board | None,
