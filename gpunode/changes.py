@@ -10,6 +10,11 @@ LOG_TAIL = "last lines of "
 failure's message keeps every line after it (a build's make.log), not only the last few."""
 
 
+LOCK_SAY_EVERY = 5
+"""Seconds between the lines a step waiting for a dpkg or apt lock prints (who holds it):
+apt.inactivity_timeout must be longer, or a waiting host would read as a silent one."""
+
+
 RELOAD_REFUSED = 75
 """The exit status of a module reload whose unload was refused (the module is in use): the
 old module is still loaded, and a reboot loads the new one instead."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
+from gpunode.changes import LOCK_SAY_EVERY
 from gpunode.compat import rules as r
 from gpunode.compat.driver import (
     driver_satisfies,
@@ -82,6 +83,30 @@ def check_host(host: Host) -> list[Finding]:
             if env.tensorflow:
                 out.extend(_tensorflow(name, env.tensorflow, branch, release))
         out.extend(_conda_tos(stack.conda, host.repos.conda_installer))
+    out.extend(_timeouts(host))
+    return out
+
+
+def _timeouts(host: Host) -> list[Finding]:
+    """Timeouts that could not work as written: a wait or a silence longer than the time
+    any one command is given, or a silence shorter than a lock wait's own lines."""
+    apt, ssh = host.apt, host.ssh
+    out = []
+    if apt.inactivity_timeout > ssh.command_timeout:
+        out.append(Finding(("apt", "inactivity_timeout"), (
+            f"{apt.inactivity_timeout:g} s is longer than ssh.command_timeout"
+            f" ({ssh.command_timeout:g} s), which stops any command first: lower it,"
+            " or raise ssh.command_timeout")))  # fmt: skip
+    if apt.inactivity_timeout <= LOCK_SAY_EVERY:
+        out.append(Finding(("apt", "inactivity_timeout"), (
+            f"{apt.inactivity_timeout:g} s is too short: a step waiting for the dpkg or"
+            f" apt lock says who holds it every {LOCK_SAY_EVERY} s, and would be taken for"
+            f" a silent host; use more than {LOCK_SAY_EVERY}")))  # fmt: skip
+    if apt.lock_timeout >= ssh.command_timeout:
+        out.append(Finding(("apt", "lock_timeout"), (
+            f"{apt.lock_timeout} s is not shorter than ssh.command_timeout"
+            f" ({ssh.command_timeout:g} s), which would stop the wait first: lower it,"
+            " or raise ssh.command_timeout")))  # fmt: skip
     return out
 
 

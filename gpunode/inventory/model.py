@@ -128,10 +128,13 @@ def _editor_patterns(node: Any) -> None:
 
 class AptSettings(Strict):
     lock_timeout: Annotated[int, Field(ge=0, le=3600)] = 120
-    """Seconds apt and dpkg wait for a dpkg lock another process holds, then fail naming it."""
+    """Seconds apt and dpkg wait for a dpkg lock, or apt's list lock, another process holds,
+    then fail naming it and its holder; shorter than ssh.command_timeout."""
     inactivity_timeout: Annotated[float, Field(gt=0)] = 300.0
-    """Seconds an apt step (a download, an install) may go without output before the host
-    is reported unreachable; longer than ssh.inactivity_timeout, for slow mirrors."""
+    """Seconds an apt step (a download, an install; conda, pip and the smoke tests too) may
+    go without output before the host is reported unreachable, as written: usually longer
+    than ssh.inactivity_timeout, for slow mirrors; more than 5 (a lock wait speaks every
+    5 s) and at most ssh.command_timeout."""
 
 
 class Hooks(Strict):

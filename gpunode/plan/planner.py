@@ -16,7 +16,7 @@ from gpunode.plan.rerun import put_back, with_journal_holds
 from gpunode.resolve import Catalog, CatalogFor, IndexNeeded, Resolved, Unresolvable, resolve
 from gpunode.roles.loader import RoleError, search_path
 from gpunode.roles.ops import OpContext, Probe
-from gpunode.roles.ops.apt import apt_get, apt_transactions
+from gpunode.roles.ops.apt import DPKG_LOCKS, apt_get, apt_transactions, lock_wait
 from gpunode.roles.render import render
 from gpunode.roles.tags import selected
 from gpunode.roles.walk import walk
@@ -34,7 +34,7 @@ def dpkg_configure(lock_timeout: int) -> str:
 
     dpkg has no lock timeout of its own: an apt run that is still going (its controller may
     have been killed) holds the lock, so wait for it as apt's DPkg::Lock::Timeout would,
-    saying every 10 s who holds it; dpkg's output streams (a DKMS build may take minutes)."""
+    saying every few seconds who holds it; dpkg's output streams (a DKMS build may take minutes)."""
     t = int(lock_timeout)
     state = (
         "dpkg-query -W -f '${binary:Package} ${db:Status-Status}\\n' 2>/dev/null"
@@ -42,19 +42,14 @@ def dpkg_configure(lock_timeout: int) -> str:
     )
     return (
         "( d=$(mktemp -d) || exit 1; trap 'rm -rf \"$d\"' EXIT; n=0;"
-        " holder() { for l in /var/lib/dpkg/lock-frontend /var/lib/dpkg/lock; do"
-        ' i=$(stat -c %i "$l" 2>/dev/null) || continue;'
-        ' while read -r _n _k _a _m p id _r; do case "$id" in *:"$i")'
-        ' echo "pid $p ($(cat /proc/$p/comm 2>/dev/null))"; return 0;; esac;'
-        " done < /proc/locks; done; return 1; };"
-        " while :; do"
-        f" while h=$(holder) && [ $n -lt {t} ]; do"
-        ' [ $((n % 10)) -eq 0 ] && echo "waiting for the dpkg lock, held by $h";'
-        " n=$((n + 1)); sleep 1; done;"
+        f" while :; do {lock_wait('the dpkg lock', DPKG_LOCKS, t)}"
         " { env DEBIAN_FRONTEND=noninteractive dpkg --force-confold --configure -a;"
         ' echo $? > "$d/rc"; } 2>&1 | tee "$d/out";'
         f' if [ "$(cat "$d/rc")" -ne 0 ] && [ $n -lt {t} ] && grep -q lock "$d/out";'
         " then n=$((n + 1)); sleep 1; continue; fi; break; done;"
+        # still locked after the timeout: say so (dpkg named the holder), apt would wait again
+        f' if [ "$(cat "$d/rc")" -ne 0 ] && [ $n -ge {t} ] && grep -q lock "$d/out";'
+        " then exit 1; fi;"
         f' if [ -n "$({state})" ]; then'
         f" {apt_get(t)} --no-install-recommends -f install; fi;"
         f" left=$({state});"

@@ -22,6 +22,7 @@ from gpunode.facts.parse import parse_facts
 from gpunode.inventory import Host
 from gpunode.plan import probes_for
 from gpunode.plan.planner import dpkg_configure
+from gpunode.roles.ops.apt import apt_update
 from gpunode.roles.ops.base import sha256
 
 NO_SYSTEMD = {"systemd": False}
@@ -79,7 +80,8 @@ def test_fresh_host_gets_every_role_in_order(host: Host, fresh: HostFacts) -> No
     headers = plan.changes[3]
     assert headers.reason == f"no kernel headers for {fresh.kernel}"
     # apt's lists are refreshed once, before the first install after the repository change
-    assert headers.steps[0].command.endswith("apt-get -q -o DPkg::Lock::Timeout=120 update")
+    assert headers.steps[0].command == apt_update(120)
+    assert "apt-get -q -o DPkg::Lock::Timeout=120 update" in apt_update(120)
     assert headers.steps[1].command.endswith("--no-install-recommends install -- $want")
     assert f"for p in linux-headers-{fresh.kernel}; do" in headers.steps[1].command
     pref = plan.changes[4]

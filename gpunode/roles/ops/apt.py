@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, field_validator
 
-from gpunode.changes import Change, Step
+from gpunode.changes import LOCK_SAY_EVERY, Change, Step
 from gpunode.roles.ops.base import (
     DEB_NAME,
     Args,
@@ -46,10 +46,42 @@ def install_step(lock_timeout: int, targets: list[str]) -> Step:
     )
 
 
-def apt_update(lock_timeout: int) -> str:
+LISTS_LOCK = "/var/lib/apt/lists/lock"
+LISTS_WHAT = "apt's list lock"
+DPKG_LOCKS = ("/var/lib/dpkg/lock-frontend", "/var/lib/dpkg/lock")
+
+
+def lock_wait(what: str, paths: tuple[str, ...], lock_timeout: int) -> str:
+    """Shell that waits while another process holds one of `paths` (fcntl locks, as apt
+    and dpkg take them; /proc/locks names the holder without root), `$n` counting the
+    seconds waited up to `lock_timeout`, and says every LOCK_SAY_EVERY s who holds it (which also
+    keeps an apt step from reading as a silent host). Defines `holder`; needs `n=0`."""
     return (
-        "env DEBIAN_FRONTEND=noninteractive apt-get -q"
-        f" -o DPkg::Lock::Timeout={int(lock_timeout)} update"
+        'holder() { for l in "$@"; do'
+        ' i=$(stat -c %i "$l" 2>/dev/null) || continue;'
+        ' while read -r _n _k _a _m p id _r; do case "$id" in *:"$i")'
+        ' echo "pid $p ($(cat /proc/$p/comm 2>/dev/null))"; return 0;; esac;'
+        " done < /proc/locks; done; return 1; };"
+        f" while h=$(holder {' '.join(q(p) for p in paths)}) && [ $n -lt {int(lock_timeout)} ];"
+        f' do [ $((n % {LOCK_SAY_EVERY})) -eq 0 ] && echo "waiting for {what}, held by $h";'
+        " n=$((n + 1)); sleep 1; done;"
+    )
+
+
+def apt_update(lock_timeout: int) -> str:
+    """`apt-get update`, waiting for apt's list lock as for dpkg's: DPkg::Lock::Timeout
+    covers only the dpkg locks, and apt-get update (apt 2.6, 2.7) fails at once while a
+    background update holds the lists lock. A race lost after the wait is retried; the
+    lock named in the failure is the one apt could not take (gpunode.execute.aptmessages)."""
+    t = int(lock_timeout)
+    return (
+        "( d=$(mktemp -d) || exit 1; trap 'rm -rf \"$d\"' EXIT; n=0; while :;"
+        f" do {lock_wait(LISTS_WHAT, (LISTS_LOCK,), t)}"
+        f" env DEBIAN_FRONTEND=noninteractive apt-get -q -o DPkg::Lock::Timeout={t} update"
+        ' 2> "$d/err"; rc=$?;'
+        f' if [ $rc -ne 0 ] && [ $n -lt {t} ] && grep -q {q(LISTS_LOCK)} "$d/err";'
+        " then n=$((n + 1)); sleep 1; continue; fi;"
+        ' cat "$d/err" >&2; exit $rc; done )'
     )
 
 
