@@ -22,6 +22,7 @@ MARKS: dict[str, tuple[str, str]] = {
     "hostkey-changed": ("⊘", "bold red"),
     "skipped": ("–", "dim"),
     "reboot-pending": ("↻", "yellow"),
+    "interrupted": ("■", "yellow"),
     # monitor links
     "live": ("●", "green"),
     "stale": ("◌", "yellow"),

@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 from gpunode import events as ev
 
 OUTPUT_LINES = 2000
-FINAL = frozenset({"ok", "changed", "failed", "unreachable", "skipped", "reboot-pending"})
+FINAL = frozenset(
+    {"ok", "changed", "failed", "unreachable", "skipped", "reboot-pending", "interrupted"}
+)
 DONE = frozenset({"ok", "changed", "skipped"})
 """A change's ChangeFinished statuses that are progress (a failed change is not)."""
 RAN = DONE | {"failed", "running"}

@@ -217,3 +217,21 @@ async def test_check_counts_every_planned_change_as_the_recap() -> None:
         await feed(tui, pilot, [sc.started(ex), *ex.take(), *sc.ended(ex)])
         agrees(view, ex.result.recap(), skipped=3)
         assert progress(view) == (3, 3)
+
+
+async def test_a_host_a_stop_interrupted_is_done_and_marked_so() -> None:
+    a, b = changes("a", "b")
+    ex = sc.Executor(HOST)
+    ex.read(a, b)
+    ex.plan = (a,)  # the stop came after a: b never started
+    assert ex.apply()
+    ex.result.status, ex.result.message = "interrupted", "stopped: SIGINT"
+    tui = app()
+    async with tui.run_test(size=(150, 45)) as pilot:
+        view = tui.query_one(RunView)
+        await feed(tui, pilot, [sc.started(ex), *ex.take(), *sc.ended(ex)])
+        assert view.cell_text(HOST, STATUS) == "interrupted"
+        assert view.cell_text(HOST, 0) == "■"
+        assert "1/1 hosts done" in str(tui.query_one("#run-head").render())
+        agrees(view, ex.result.recap())
+        assert progress(view) == (1, 2)
