@@ -159,8 +159,9 @@ def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...
         stdout_to_null()
         code = code or ExitCode.PIPE_CLOSED
     if session.stop.requested:
-        click.echo(f"gpunode: the run stopped: {session.stop.reason}; each host above says "
-                   "where it was left (apply again to finish)", err=True)  # fmt: skip
+        click.echo(f"gpunode: the run stopped: {session.stop.reason}; the recap and the run "
+                   f"record {record} say where each host was left (apply again to finish)",
+                   err=True)  # fmt: skip
     if not as_json:
         click.echo(f"run record: {record}", err=True)
     sys.exit(code)

@@ -16,7 +16,7 @@ from typing import ClassVar
 
 from textual.widgets import TabbedContent
 
-from gpunode.events import Event, RunFinished, SmokeResult
+from gpunode.events import Event, RunFinished, RunInterrupted, SmokeResult
 from gpunode.exitcodes import ExitCode
 from gpunode.monitor.board import Board
 from gpunode.tui.gpu_view import GpuView
@@ -65,6 +65,8 @@ class LiveScreen(HostsScreen):
         self.event_interval = event_interval
         self.fleet = fleet
         self.events_applied = 0
+        self.stopping = False
+        """The run was stopped from outside (SIGINT, SIGTERM): the screen closes at its end."""
 
     def gpu_view(self) -> GpuView:
         """The GPUs tab's view, as `gpunode top` shows it."""
@@ -91,9 +93,14 @@ class LiveScreen(HostsScreen):
                 applied.hosts.add(host)
             applied.smoke = applied.smoke or isinstance(e, SmokeResult)
             applied.finished = applied.finished or isinstance(e, RunFinished)
+            if isinstance(e, RunInterrupted):
+                self.stopping = True
+                self.sub_title = "stopping: the running commands finish, nothing new starts"
         self.show(applied)
         if applied.finished:
             self.sub_title = f"finished, exit {self.state.exit_code}"
+            if self.stopping:  # a signal stopped the run: the process ends with it
+                self.app.exit(self.state.exit_code or ExitCode.INTERRUPTED)
 
     def views_ready(self) -> bool:
         """False while the screen is being torn down (its views are gone)."""
