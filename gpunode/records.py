@@ -287,7 +287,10 @@ def settle_abandoned() -> list[dict[str, Any]]:
     settled = []
     for path in list_runs():
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            text = path.read_text(encoding="utf-8")
+            if '"status": "running"' not in text:
+                continue  # most records: no need to parse them
+            data = json.loads(text)
             why = abandoned(data) if isinstance(data, dict) else None
             if why is not None:
                 data["status"], data["abandoned"] = "abandoned", why

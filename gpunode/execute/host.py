@@ -686,6 +686,8 @@ class HostRun:
             return False
         self.result.status = "interrupted"
         self.result.message = f"stopped before {before}, {self.result.changed} change(s) made"
+        if self.after_disrupt:  # drained, and not converged: not for the run to undrain
+            self.result.message += "; before_disrupt ran, after_disrupt did not"
         self.bus.emit(HostStatusChanged(self.host.name, status="interrupted",
                                         detail=self.result.message))  # fmt: skip
         return True
