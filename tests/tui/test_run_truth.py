@@ -30,9 +30,9 @@ def reboot(reason: str) -> ev.PlannedChange:
     return ev.PlannedChange(role="driver", task="reboot", op="reboot", reason=reason, reboot=True)
 
 
-def progress(view: RunView) -> tuple[int, int]:
-    m = re.fullmatch(r"[█░]+ (\d+)/(\d+)", view.cell_text(HOST, PROGRESS))
-    assert m, view.cell_text(HOST, PROGRESS)
+def progress(view: RunView, host: str = HOST) -> tuple[int, int]:
+    m = re.fullmatch(r"[█░]+ (\d+)/(\d+)", view.cell_text(host, PROGRESS))
+    assert m, view.cell_text(host, PROGRESS)
     return int(m[1]), int(m[2])
 
 
