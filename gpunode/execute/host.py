@@ -10,7 +10,7 @@ import re
 import time
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -34,9 +34,11 @@ from gpunode.execute import aptmessages, hostlock, journal
 from gpunode.execute.output import StepOutput
 from gpunode.execute.readhost import read_host
 from gpunode.execute.result import ChangeResult, HostResult
+from gpunode.execute.undo import Undo
 from gpunode.facts.gather import apt_queries
 from gpunode.facts.model import HostFacts
 from gpunode.hostpool import Stop
+from gpunode.plan import simulate
 from gpunode.plan.planner import managed_paths, plan_host, probes_for
 from gpunode.resolve import Catalog, CatalogFor
 from gpunode.resolve.hostapt import HostCatalog, madison_command
@@ -119,12 +121,16 @@ class HostRun:
         owes the host."""
         self.reboot_instead: str | None = None
         """Why the host reboots after all: a module reload whose unload was refused."""
-        self.lock_owner: hostlock.Owner | None = None
-        """This run as the host's lock names it, while it holds that lock."""
+        self.undo = Undo()
+        """What a failing package change puts back (preferences, lifted holds)."""
+        self.installed = False
+        """A package transaction of this run has started: the host is no longer as it was."""
         self.read_at = 0
         """len(result.changes) when the host was last read: the changes made since come after."""
         self.boot_at = 0
         """len(result.changes) at the last reboot: the changes this boot has seen made."""
+        self.lock_owner: hostlock.Owner | None = None
+        """This run as the host's lock names it, while it holds that lock."""
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -182,6 +188,7 @@ class HostRun:
             facts.files.update(more.files)
             facts.file_attrs.update(more.file_attrs)
             plan = self._plan(facts, probes, catalog)
+        plan = self._simulated(plan, update=apply)
         self.result.plans.append(plan.to_json())
         if verify and plan.empty:
             return facts, plan
@@ -213,6 +220,30 @@ class HostRun:
             allow_busy=self.opts.allow_busy,
             allow_change_held=self.opts.allow_change_held,
         )
+
+    def _simulated(self, plan: HostPlan, *, update: bool) -> HostPlan:
+        """apt's own resolver on the plan's packages, under the preferences the plan will
+        write, before anything changes (gpunode.plan.simulate); a refusal refuses the host.
+        `update` (apply): the lists are read first, as the transaction will. Without it
+        (plan, --check) the host's lists may predate a release: only a dependency apt
+        cannot meet refuses, anything else is a note."""
+        if plan.refused or simulate.configures_sources(plan.changes):
+            return plan  # the transaction itself asks apt, once the sources are there
+        cmd = simulate.command(plan.changes, self.host.apt.lock_timeout, update=update)
+        if cmd is None:
+            return plan
+        with self._idle(update):
+            res = self.t.run(["sh", "-c", cmd], sudo=update, timeout=self.host.ssh.command_timeout)
+        self.result.round_trips += 1
+        if res.ok:
+            return plan
+        lines = simulate.reasons(res.stdout, res.stderr)
+        said = " | ".join(lines) or f"exit {res.exit_code}"
+        if update or any("Depends:" in ln or "broken packages" in ln for ln in lines):
+            why = f"apt's resolver refuses the plan, nothing was changed (apt-get -s): {said}"
+            return replace(plan, changes=(), hooks=(), refused=why)
+        note = f"apt-get -s on the host's current lists: {said}; apply reads them again first"
+        return replace(plan, notes=(*plan.notes, note))
 
     def _host_catalog(self, names: tuple[str, ...], facts: HostFacts, nvidia: str) -> Catalog:
         res = self.t.run(madison_command(names), timeout=self.opts.facts_timeout)
@@ -410,6 +441,7 @@ class HostRun:
         diff = self._diff(c) if self.opts.diff else ""
         start = time.monotonic()
         done: list[str] = []
+        self.undo.before(c, self.t)
         # the step journal's writes ride on the change's own commands (execute/journal.py)
         runs = journal.commands(c, self.opts.run_id or journal.unrecorded_run())
         for step, (command, stdin) in zip(c.steps, runs, strict=True):
@@ -453,6 +485,9 @@ class HostRun:
                         why += "; an interrupted dpkg run is finished by the next apply"
                 output = StepOutput.capped(step.shown(), res.exit_code, res.stdout, res.stderr)
                 return self._change_failed(c, i, start, done, why, diff, output)
+        if any(s.installs for s in c.steps):
+            self.installed = True
+            self.undo.settled()
         secs = round(time.monotonic() - start, 3)
         self.result.changes.append(
             ChangeResult(c.title, c.role, c.op, c.reason, "changed", secs, done, diff=diff)
@@ -519,6 +554,7 @@ class HostRun:
         diff: str,
         output: StepOutput,
     ) -> bool:
+        why += self._put_back(c, done)
         secs = round(time.monotonic() - start, 3)
         self.result.changes.append(
             ChangeResult(c.title, c.role, c.op, c.reason, "failed", secs, done, why, diff, output)
@@ -536,6 +572,27 @@ class HostRun:
         )
         self._fail(f"{c.title}: {why}")
         return False
+
+    def _put_back(self, c: Change, done: list[str]) -> str:
+        """After a failed change: restore what the run's unfinished transaction rewrote, and
+        release a drained host whose packages were never touched. What it says is appended
+        to the failure, so the record names what could not be restored."""
+        said = ""
+        if self.undo.pending:
+            restored, failed = self.undo.restore(self.t)
+            self.result.round_trips += len(restored) + len(failed)
+            if restored:
+                said += f"; restored {', '.join(restored)}"
+            if failed:
+                said += f"; could NOT restore {', '.join(failed)}"
+        at = next((n for n, s in enumerate(c.steps) if s.installs), None)
+        if at is not None and len(done) >= at:
+            self.installed = True  # the failing step is (or follows) the transaction
+        if not self.installed and self.after_disrupt:
+            hook, self.after_disrupt = self.after_disrupt, None
+            if self._hook("after_disrupt", hook):
+                said += "; packages untouched, so after_disrupt ran (the host is not left drained)"
+        return said
 
     def _diff(self, c: Change) -> str:
         if c.path is None or c.after is None:
