@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from shlex import quote as q
 
 from gpunode.changes import Change
+from gpunode.roles.ops.apt import apt_update
 
 PREFERENCES_D = "/etc/apt/preferences.d/"
 # What apt says when it gives up: its errors, and the dependency lines that explain them
@@ -59,7 +60,9 @@ def command(changes: Sequence[Change], lock_timeout: int, *, update: bool) -> st
     """One shell command that exits 0 when apt would take the plan's packages; None for a
     plan with no packages. `update`: read the lists first, as the transaction will."""
     targets = installs(changes)
-    if not targets:
+    if not targets or any(c.op == "dpkg" for c in changes):
+        # dpkg is mid-run (the plan finishes it first): apt would judge its half-done
+        # packages, not the plan's
         return None
     lines = ["set -e", "umask 077", "d=$(mktemp -d)", "trap 'rm -rf \"$d\"' EXIT"]
     lines.append(f'cp -a {PREFERENCES_D}. "$d"/ 2>/dev/null || true')
@@ -69,10 +72,7 @@ def command(changes: Sequence[Change], lock_timeout: int, *, update: bool) -> st
         else:
             lines.append(f'printf %s {q(content)} > "$d"/{q(name)}')
     if update:
-        lines.append(
-            "env DEBIAN_FRONTEND=noninteractive apt-get -q"
-            f" -o DPkg::Lock::Timeout={int(lock_timeout)} update >/dev/null"
-        )
+        lines.append(f"{apt_update(lock_timeout)} >/dev/null")  # waits for the list lock
     lines.append(
         'LC_ALL=C apt-get -s -q -o Dir::Etc::PreferencesParts="$d"'
         " --no-install-recommends --allow-downgrades --allow-change-held-packages"

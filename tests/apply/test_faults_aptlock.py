@@ -56,10 +56,10 @@ def hold_lists_lock(inv: Path, seconds: float) -> str:
     return holder()
 
 
-def with_timeout(lab: Lab, tmp: Path, lock_timeout: int) -> Path:
+def with_timeout(lab: Lab, tmp: Path, lock_timeout: int, **stack: Any) -> Path:
     from ruamel.yaml import YAML
 
-    inv = lab.inventory(tmp, **STACK)
+    inv = lab.inventory(tmp, **{**STACK, **stack})
     yaml = YAML()
     doc = yaml.load(inv.read_text())
     doc["defaults"]["apt"] = {"lock_timeout": lock_timeout}
@@ -105,3 +105,20 @@ def test_a_list_lock_held_past_the_timeout_names_it_and_its_holder(
     after = packages(inv, HOST)  # the keyring went in before the lists were read; no more
     assert {n: v for n, v in after.items() if n != "cuda-keyring"} == before
     assert on_host(inv, HOST, "sudo dpkg --audit").strip() == ""
+
+
+def test_a_list_lock_is_waited_for_by_the_resolvers_check_too(lab: Lab, tmp_path: Path) -> None:
+    """On a host whose repository is configured, apply reads apt's lists for its resolver
+    check before any change (`apt-get -s`): that read waits for the lock as well."""
+    fresh(lab, HOST)
+    inv = with_timeout(lab, tmp_path / "a", 60)
+    code, evs = apply(lab, inv, "-l", HOST)
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "host-finished")]
+    more = with_timeout(lab, tmp_path / "b", 60, nccl="2.21")
+    start = time.monotonic()
+    pid = hold_lists_lock(more, 10)
+    code, evs = apply(lab, more, "-l", HOST)
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "host-finished")]
+    assert time.monotonic() - start >= 10
+    assert on_host(more, HOST, f"test -d /proc/{pid} || echo gone").strip() == "gone"
+    assert "libnccl2" in packages(more, HOST)

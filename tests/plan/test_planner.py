@@ -381,6 +381,27 @@ def test_dpkg_interrupted_is_finished_first(host: Host) -> None:
     assert "dpkg --force-confold --configure -a" in dpkg_configure(120)
 
 
+def test_half_done_packages_are_named_and_apts_resolver_waits_for_the_recovery(
+    host: Host, fresh: HostFacts
+) -> None:
+    from gpunode.plan import simulate
+
+    broken = {"libnccl-dev": "unpacked", "libcudnn9-cuda-12": "half-configured"}
+    facts = fresh.model_copy(update={"dpkg_interrupted": True, "dpkg_broken": broken})
+    plan = plan_host(host, facts, probes=NO_SYSTEMD)
+    first = plan.changes[0]
+    assert first.reason == (
+        "dpkg was interrupted: libcudnn9-cuda-12 half-configured, libnccl-dev unpacked"
+    )
+    assert first.long_running and "apt-get -y -q -o DPkg::Lock::Timeout=120" in first.commands[0]
+    assert " --no-install-recommends -f install;" in first.commands[0]
+    # apt-get -s would judge the half-done packages, not the plan: the recovery goes first
+    assert (
+        simulate.installs(plan.changes) and simulate.command(plan.changes, 120, update=True) is None
+    )
+    assert simulate.command(plan.changes[1:], 120, update=True) is not None
+
+
 def test_apt_lock_timeout_from_the_inventory(fresh: HostFacts) -> None:
     host = host_from(STACK.replace("  connection: local\n", "  connection: local\n"
                                    "  apt: {lock_timeout: 7}\n"))  # fmt: skip

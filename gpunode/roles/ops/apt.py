@@ -54,8 +54,9 @@ DPKG_LOCKS = ("/var/lib/dpkg/lock-frontend", "/var/lib/dpkg/lock")
 def lock_wait(what: str, paths: tuple[str, ...], lock_timeout: int) -> str:
     """Shell that waits while another process holds one of `paths` (fcntl locks, as apt
     and dpkg take them; /proc/locks names the holder without root), `$n` counting the
-    seconds waited up to `lock_timeout`, and says every LOCK_SAY_EVERY s who holds it (which also
-    keeps an apt step from reading as a silent host). Defines `holder`; needs `n=0`."""
+    seconds waited up to `lock_timeout`, and says every LOCK_SAY_EVERY s who holds it, on
+    stderr (which also keeps an apt step whose stdout is not shown from reading as a silent
+    host). Defines `holder`; needs `n=0`."""
     return (
         'holder() { for l in "$@"; do'
         ' i=$(stat -c %i "$l" 2>/dev/null) || continue;'
@@ -63,7 +64,7 @@ def lock_wait(what: str, paths: tuple[str, ...], lock_timeout: int) -> str:
         ' echo "pid $p ($(cat /proc/$p/comm 2>/dev/null))"; return 0;; esac;'
         " done < /proc/locks; done; return 1; };"
         f" while h=$(holder {' '.join(q(p) for p in paths)}) && [ $n -lt {int(lock_timeout)} ];"
-        f' do [ $((n % {LOCK_SAY_EVERY})) -eq 0 ] && echo "waiting for {what}, held by $h";'
+        f' do [ $((n % {LOCK_SAY_EVERY})) -eq 0 ] && echo "waiting for {what}, held by $h" >&2;'
         " n=$((n + 1)); sleep 1; done;"
     )
 
