@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +34,12 @@ class Step:
         if self.stdin is None:
             return self.command
         return f"{self.command}  # <<{len(self.stdin.encode())} bytes on stdin>>"
+
+
+def _step_key(step: Step) -> str:
+    if step.stdin is None:
+        return step.command
+    return f"{step.command} <<sha256:{hashlib.sha256(step.stdin.encode()).hexdigest()}"
 
 
 @dataclass(frozen=True)
@@ -123,6 +130,14 @@ class HostPlan:
 
     def hook(self, name: str) -> str | None:
         return dict(self.hooks).get(name)
+
+    def fingerprint(self) -> tuple[tuple[str, ...], ...]:
+        """What the plan would do: each change's title and exact commands (a file's content
+        by its hash), the hooks, a refusal. Reasons are left out: they only explain."""
+        out: list[tuple[str, ...]] = [("refused", self.refused or "")]
+        out += [(c.title, *(_step_key(s) for s in c.steps)) for c in self.changes]
+        out += [("hook", name, shell) for name, shell in self.hooks]
+        return tuple(out)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -32,6 +32,14 @@ def confirm(session: ApplySession) -> bool:
     """Read and plan every host, show the summary, ask."""
     from gpunode.views.planview import confirm_text
 
-    text, pending = confirm_text(session.preview())
+    outcomes = session.preview()
+    text, pending = confirm_text(outcomes)
     click.echo(text)
-    return click.confirm(f"apply {pending} change(s)?", default=False, err=True)
+    if not click.confirm(f"apply {pending} change(s)?", default=False, err=True):
+        return False
+    # what was confirmed binds: a host whose plan grows since is stopped before it changes
+    # (a host not read then had no plan shown: any change it plans now was not confirmed)
+    session.options.confirmed = {
+        name: o.value.fingerprint() if o.value is not None else () for name, o in outcomes.items()
+    }
+    return True

@@ -102,6 +102,9 @@ class Options:
     """Reads the repository index a host uses when its specs need one (shared by hosts)."""
     allow_change_held: bool = False
     """A change may move a package whose hold the admin set (--allow-change-held)."""
+    confirmed: dict[str, tuple[tuple[str, ...], ...]] | None = None
+    """Each host's plan as the admin confirmed it at the prompt (HostPlan.fingerprint): a
+    host whose plan differs when the run reads it is stopped before any change."""
     stop: Stop | None = None
     """The run's stop (Ctrl-C, SIGTERM...): read between changes and phases, never mid-command."""
     run_id: str = ""
@@ -307,6 +310,8 @@ class HostRun:
                 return
             facts, plan = self.read(apply=True)
             if plan.refused or plan.versions_on_host:
+        if self._unconfirmed(plan):
+            return
                 names = ", ".join(plan.versions_on_host)
                 self._fail(f"refused: {plan.refused or 'the host offers no versions of ' + names}")
                 return
@@ -382,6 +387,25 @@ class HostRun:
                 ChangeResult(c.title, c.role, c.op, c.reason, "skipped", 0.0, diff=diff)
             )
             self.bus.emit(
+    def _unconfirmed(self, plan: HostPlan) -> bool:
+        """The plan now asks for something the admin did not confirm at the prompt (the
+        host changed while it waited): stop the host before any change. Doing less than
+        was confirmed (a change no longer needed) goes on."""
+        confirmed = (self.opts.confirmed or {}).get(self.host.name)
+        if confirmed is None:
+            return False
+        new = [k for k in plan.fingerprint() if k not in confirmed and k != ("refused", "")]
+        if not new:
+            return False
+        titles = ", ".join(k[0] if k[0] != "hook" else f"hook {k[1]}" for k in new)
+        self._fail(
+            f"the plan changed since you confirmed it: now {len(plan.changes)} change(s),"
+            f" not confirmed: {titles}; nothing was changed: apply again to see and confirm"
+            " the new plan"
+        )
+        self.result.refused = True
+        return True
+
                 ChangeFinished(
                     self.host.name,
                     index=self.index,
