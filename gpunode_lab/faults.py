@@ -73,6 +73,10 @@ KNOBS = {
     "xid": "the kernel log (/var/log/kern.log) gets an NVRM Xid VALUE line for GPU 0"
     " (default 79, fallen off the bus); --off removes the lab's Xid lines",
     "gpu-lost": "nvidia-smi stops listing the last GPU, as when it falls off the bus",
+    "block": "the command VALUE (ldconfig, update-initramfs; 'apt-mark hold': only with that"
+    " first argument) waits once started (after:VALUE: once it has run), its pid in"
+    " /var/tmp/gpunode-lab-blocked-COMMAND; --off kills the waiting ones, as a cut session"
+    " would, and the command runs normally again",
 }
 LOAD_PATTERNS = ("idle", "busy", "wave")
 SYS_PATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -527,6 +531,57 @@ def _gpu_lost(host: FaultyHost, f: dict[str, Any], knob: str, value: Any, off: b
 
 
 # knob -> what sets it: changes the faults `f` in place, acts on the host, returns a note.
+BLOCKED = "/var/tmp/gpunode-lab-blocked-"
+BLOCKABLE = re.compile(r"(after:)?([a-z][a-z0-9.-]*)(?: ([a-z][a-z-]*))?")
+# In /usr/local/sbin, first on sudo's secure_path: a step's command finds it first.
+BLOCK_SH = """#!/bin/sh
+# gpunode lab: the `block` knob. {real} {arg} waits ({when} running) until it is killed.
+if [ -z "{arg}" ] || [ "$1" = "{arg}" ]; then
+    {after}printf '%s\\n' $$ >> {marker}
+    while :; do sleep 1; done
+fi
+exec "{real}" "$@"
+"""
+
+
+def _block(host: FaultyHost, f: dict[str, Any], knob: str, value: Any, off: bool) -> str:
+    """`block [after:]COMMAND [ARG]`: a wrapper in the host's /usr/local/sbin that waits
+    (only when its first argument is ARG, if given); --off removes every wrapper and kills
+    the commands waiting in them (the marker has their pids)."""
+    pid = _running(host)
+    if off:
+        for name in f.pop(knob, []):
+            _sh(pid, f"kill -KILL $(cat {BLOCKED}{name} 2>/dev/null) 2>/dev/null;"
+                     f" rm -f /usr/local/sbin/{name} {BLOCKED}{name}")  # fmt: skip
+        return ""
+    m = BLOCKABLE.fullmatch(str(value or ""))
+    if m is None:
+        raise KnobError(
+            "block needs a command: fault HOST block ldconfig (or 'after:apt-mark hold')"
+        )
+    after, name, arg = m.group(1), m.group(2), m.group(3) or ""
+    found = _sh(pid, f"PATH=/usr/sbin:/usr/bin:/sbin:/bin command -v {name}")
+    real = found.stdout.strip()
+    if found.returncode != 0 or not real.startswith("/"):
+        raise KnobError(f"{name}: no such command on {host.name}")
+    script = BLOCK_SH.format(
+        real=real,
+        arg=arg,
+        when="after" if after else "before",
+        after=f'"{real}" "$@"\n    ' if after else "",
+        marker=BLOCKED + name,
+    )
+    path = f"/proc/{pid}/root/usr/local/sbin/{name}"
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as fh:
+        fh.write(script)
+    os.chmod(path, 0o755)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(f"/proc/{pid}/root{BLOCKED}{name}")
+    f[knob] = sorted({*f.get(knob, []), name})
+    return ""
+
+
 _SETTERS: dict[str, Callable[[FaultyHost, dict[str, Any], str, Any, bool], str]] = {
     "refuse": _listener,
     "stall": _listener,
@@ -546,6 +601,7 @@ _SETTERS: dict[str, Callable[[FaultyHost, dict[str, Any], str, Any, bool], str]]
     "container-runtime": _container_runtime,
     "xid": _xid,
     "gpu-lost": _gpu_lost,
+    "block": _block,
 }
 _LISTENER_KNOBS = ("refuse", "stall", "latency")
 

@@ -267,6 +267,8 @@ class HostFacts(_Fact):
     keyrings: list[str] = Field(default_factory=list)  # NVIDIA keyring files present
     toolkits: list[CudaToolkit] = Field(default_factory=list)
     cuda_alternative: str | None = None  # where /usr/local/cuda points
+    cuda_alternative_mode: Literal["auto", "manual"] | None = None
+    """dpkg's mode for it: in auto mode a toolkit's next install may move it."""
     cudnn_version: str | None = None  # "9.14.0"
     nccl_version: str | None = None  # "2.28.3"
     conda: Conda = Field(default_factory=Conda)

@@ -506,9 +506,7 @@ def parse_facts(text: str) -> HostFacts:
         "apt-sources": _apt_sources,
         "keyrings": lambda facts, t: facts.keyrings.extend(t.split()),
         "toolkits": _toolkits,
-        "cuda-alternative": lambda facts, t: setattr(
-            facts, "cuda_alternative", _first_line(t) or None
-        ),
+        "cuda-alternative": _cuda_alternative,
         "cudnn": lambda facts, t: setattr(
             facts, "cudnn_version", _defines(t, ("CUDNN_MAJOR", "CUDNN_MINOR", "CUDNN_PATCHLEVEL"))
         ),
@@ -554,6 +552,18 @@ def _gpunode_holds(facts: HostFacts, text: str) -> None:
     """/var/lib/gpunode/holds: one package name a line; anything else is not a name."""
     names = (line.strip() for line in text.splitlines())
     facts.gpunode_holds = sorted({n for n in names if re.fullmatch(r"[a-z0-9][a-z0-9+.-]+", n)})
+
+
+def _cuda_alternative(facts: HostFacts, text: str) -> None:
+    """Where /usr/local/cuda points, then `mode auto|manual` (dpkg's alternatives state)."""
+    for line in text.strip().splitlines():
+        key, _, value = line.strip().partition(" ")
+        if key == "mode":
+            facts.cuda_alternative_mode = "auto" if value == "auto" else None
+            if value == "manual":
+                facts.cuda_alternative_mode = "manual"
+        elif line.strip() and facts.cuda_alternative is None:
+            facts.cuda_alternative = line.strip()
 
 
 def _journal(facts: HostFacts, text: str) -> None:

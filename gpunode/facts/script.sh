@@ -137,6 +137,8 @@ for d in /usr/local/cuda-*; do
 done
 section cuda-alternative
 [ -e /usr/local/cuda ] && readlink -f /usr/local/cuda
+# auto or manual: in auto mode a toolkit's next install may move it
+[ -r /var/lib/dpkg/alternatives/cuda ] && printf 'mode %s\n' "$(head -n 1 /var/lib/dpkg/alternatives/cuda)"
 section cudnn
 for f in /usr/include/cudnn_version.h /usr/include/x86_64-linux-gnu/cudnn_version.h \
          /usr/include/aarch64-linux-gnu/cudnn_version.h /usr/local/cuda/include/cudnn_version.h; do

@@ -65,3 +65,17 @@ def test_a_counter_that_is_no_number_reads_as_the_first_command() -> None:
     line = f"entry {entry_key(LDCONF)} ? {entry_line(LDCONF, 'run-1')}"
     (e,) = parse_facts(facts_text(line)).journal
     assert e.reached == 1
+
+
+def test_the_cuda_alternatives_mode_is_read() -> None:
+    """A run cut before its `update-alternatives --set` leaves /usr/local/cuda in the auto
+    mode a toolkit's package installed it in: the facts say which."""
+    text = "### cuda-alternative\n/usr/local/cuda-12.4\nmode auto\n### end\n"
+    facts = parse_facts(text)
+    assert (facts.cuda_alternative, facts.cuda_alternative_mode) == ("/usr/local/cuda-12.4", "auto")
+    facts = parse_facts("### cuda-alternative\nmode manual\n### end\n")  # no link, a state file
+    assert (facts.cuda_alternative, facts.cuda_alternative_mode) == (None, "manual")
+    assert (
+        parse_facts("### cuda-alternative\n/usr/local/cuda-13.0\n### end\n").cuda_alternative_mode
+        is None
+    )

@@ -94,7 +94,8 @@ def _why_write(ctx: OpContext, path: str, have: str | None) -> str:
     attrs = ctx.facts.file_attrs.get(path)
     if attrs is None:
         return f"{path} missing"
-    # the facts run without sudo: a file only root may read is written again to be sure
+    # the facts run without sudo and apply hashes such a file as root: still unreadable
+    # here (plan, --check), it is shown as one apply may write again to be sure
     return f"{path} unreadable to the SSH user (mode {int(attrs.mode, 8):04o} {attrs.owner})"
 
 
@@ -202,7 +203,9 @@ class ModuleBlacklist(Operation):
 
     The file is written, and `update-initramfs -u` run, only when its sha256 differs from
     the content wanted (or it is missing); a failed rebuild removes the file again, so the
-    next run retries both. The change asks for a reboot when the module is nouveau and the
+    next run retries both, and a rebuild cut off (the controller killed, the connection
+    lost) is run again, with the file, by the next apply (the host's step journal). The
+    change asks for a reboot when the module is nouveau and the
     facts say it is loaded (it loads from the initramfs, so only the rebuilt one keeps it
     out). A file with that content only has its mode and
     owner (0644 root:root) corrected, and one that is as wanted yields nothing.

@@ -35,7 +35,9 @@ class Alternatives(Operation):
     Where `cuda` points comes from the facts; any other alternative is read by a probe
     (`update-alternatives --query`). When it points elsewhere, or nowhere,
     `update-alternatives --install` then `--set` make it point to `path`; when it already
-    does, nothing is yielded.
+    does, nothing is yielded. For cuda the facts also read dpkg's mode for it: pointing to
+    `path` in auto mode (as a toolkit's package installs it, and as a run cut before its
+    `--set` leaves it) yields the same change, since a later install may move it.
 
     ```yaml
     - name: default CUDA 12.4
@@ -65,9 +67,17 @@ class Alternatives(Operation):
         a: AlternativesArgs = args
         if a.alternative == "cuda":  # the facts say where /usr/local/cuda points
             now = ctx.facts.cuda_alternative
-            if now is not None and os.path.normpath(now) == os.path.normpath(a.path):
+            there = now is not None and os.path.normpath(now) == os.path.normpath(a.path)
+            if there and ctx.facts.cuda_alternative_mode != "auto":
                 return []
-            why = f"cuda points to {now}" if now else "no cuda alternative"
+            # a toolkit's package installs it in auto mode: after a cut run, only --set is left
+            why = (
+                "cuda in auto mode (a toolkit's next install may move it)"
+                if there
+                else f"cuda points to {now}"
+                if now
+                else "no cuda alternative"
+            )
         else:
             if ctx.probe(self._probe(a)):
                 return []
