@@ -93,13 +93,13 @@ def summary(stdout: str, stderr: str) -> str | None:
             ours[-1] += (" " if ours[-1].endswith(":") else ", ") + line.strip()
         else:
             ours.append(line.strip())
-    if ours:
-        return "; ".join(ours)
     errors = [line for line in err if line.startswith("E: ")] or [
         line for line in out if line.startswith("E: ")
     ]
-    picked: list[str] = []
     depends = _depends(out) or _depends(err)
+    if ours:  # the verdict, then why apt could not do it
+        return " | ".join(["; ".join(ours), *depends[:MAX_LINES], *_dedup(errors)[:MAX_LINES]])
+    picked: list[str] = []
     if depends:
         picked += depends
     dpkg = _dpkg_errors(both)

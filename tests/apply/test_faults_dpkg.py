@@ -286,3 +286,62 @@ def test_unpacked_with_a_dependency_missing_recovers(lab: Lab, tmp_path: Path) -
     assert packages(inv, host) == converged  # versions and holds as the stack has them
     code, evs = apply(lab, inv, "-l", host)
     assert code == 0 and of(evs, "change-started") == []
+
+
+def broken_deb(tmp: Path) -> bytes:
+    """A package that depends on one no repository has."""
+    import subprocess
+
+    root = tmp / "gpunode-test-broken"
+    (root / "DEBIAN").mkdir(parents=True)
+    (root / "DEBIAN" / "control").write_text(
+        "Package: gpunode-test-broken\nVersion: 1.0\nArchitecture: all\n"
+        "Maintainer: lab <lab@example.invalid>\nDepends: gpunode-test-nowhere (>= 1)\n"
+        "Description: unpacked with a dependency no repository has\n"
+    )
+    out = tmp / "broken.deb"
+    subprocess.run(["dpkg-deb", "-Zgzip", "--build", str(root), str(out)], check=True,
+                   capture_output=True)  # fmt: skip
+    return out.read_bytes()
+
+
+def test_a_recovery_that_cannot_finish_names_each_package_and_what_to_run(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """The half-done package is held and its dependency is in no repository: apt-get -f
+    install can neither bring the dependency nor remove the package. The host fails at
+    that step, naming the package, its state and the commands; nothing else ran."""
+    import base64
+
+    host = "lab-02"
+    fresh(lab, host)
+    inv = lab.inventory(tmp_path, **STACK)
+    deb = base64.b64encode(broken_deb(tmp_path)).decode()
+    on_host(
+        inv, host,
+        f"echo {deb} | base64 -d > /tmp/broken.deb && sudo dpkg --unpack /tmp/broken.deb"
+        " && sudo apt-mark hold gpunode-test-broken",
+    )  # fmt: skip
+    assert half_done(inv, host) == {"gpunode-test-broken": "unpacked"}
+    before = packages(inv, host)
+    code, evs = apply(lab, inv, "-l", host)
+    assert code == 2
+    (finished,) = of(evs, "host-finished", host)
+    assert finished["status"] == "failed", finished
+    assert [c["title"] for c in of(evs, "change-started", host)] == [
+        "finish an interrupted dpkg run"
+    ]
+    message = finished["message"]
+    assert (
+        "finish an interrupted dpkg run: exit 1: dpkg --configure -a and apt-get -f install"
+        " left these packages half-done: gpunode-test-broken unpacked;"
+        " run on the host: sudo dpkg --configure -a && sudo apt-get -f install"
+    ) in message, message
+    # then why apt could not: the dependency, and its resolver's own line
+    assert (
+        " | gpunode-test-broken: Depends: gpunode-test-nowhere (>= 1) but it is not installable"
+        " | E: Error, pkgProblemResolver::Resolve generated breaks, this may be caused by held"
+        " packages."
+    ) in message, message
+    assert half_done(inv, host) == {"gpunode-test-broken": "unpacked"}
+    assert packages(inv, host) == before

@@ -95,4 +95,5 @@ def test_a_failed_recovery_shows_its_own_verdict() -> None:
         "dpkg --configure -a and apt-get -f install left these packages half-done:"
         " libnccl-dev unpacked;"
         " run on the host: sudo dpkg --configure -a && sudo apt-get -f install"
+        " | E: Unable to correct problems, you have held broken packages."
     )
