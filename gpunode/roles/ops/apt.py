@@ -350,6 +350,11 @@ class AptPackages(Operation):
     hold is not recorded there, is the admin's: the host is refused, naming it, unless
     `--allow-change-held` is given, and then the change's reason says whose hold it moves.
 
+    apt's lists are read before the first install, waiting for apt's list lock as apt waits
+    for dpkg's (`apt.lock_timeout`, the holder named). On a host whose dpkg a run left
+    half-done, the plan first finishes it: `dpkg --configure -a`, then `apt-get -f install`
+    while packages stay unpacked with a dependency missing.
+
     ```yaml
     - name: cuDNN 9
       op: apt_packages
