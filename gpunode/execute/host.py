@@ -191,6 +191,14 @@ class HostRun:
             facts.files.update(more.files)
             facts.file_attrs.update(more.file_attrs)
             plan = self._plan(facts, probes, catalog)
+        private = [f for f in plan.reads if facts.files.get(f) == "unreadable"] if apply else []
+        if private:  # only root may read them: hashed as root rather than written to be sure
+            more, _ = read_host(self.t, files=private, only_files=True, sudo=True,
+                                timeout=self.opts.facts_timeout)  # fmt: skip
+            self.result.round_trips += 1
+            facts.files.update(more.files)
+            facts.file_attrs.update(more.file_attrs)
+            plan = self._plan(facts, probes, catalog)
         plan = self._simulated(plan, update=apply)
         self.result.plans.append(plan.to_json())
         if verify and plan.empty:
@@ -302,6 +310,8 @@ class HostRun:
         if self.opts.check:
             self._check_only(plan)
             return
+        if self._unconfirmed(plan):
+            return
         if not self._apply(plan, facts):
             return
         if plan.versions_on_host:
@@ -310,8 +320,6 @@ class HostRun:
                 return
             facts, plan = self.read(apply=True)
             if plan.refused or plan.versions_on_host:
-        if self._unconfirmed(plan):
-            return
                 names = ", ".join(plan.versions_on_host)
                 self._fail(f"refused: {plan.refused or 'the host offers no versions of ' + names}")
                 return
@@ -337,9 +345,9 @@ class HostRun:
                 return
             if not self._apply(plan, facts):
                 return
-        if not self._converged():
-            return
         if self.opts.smoke and self.host.stack.smoke and self._stopped("its smoke tests"):
+            return
+        if not self._converged():
             return
         self.result.status = "changed" if self.result.changed else "ok"
         if self.opts.smoke and self.host.stack.smoke:
@@ -379,14 +387,6 @@ class HostRun:
         self.bus.emit(RebootPending(self.host.name, reason=reason))
         self.bus.emit(HostStatusChanged(self.host.name, status="reboot-pending", detail=reason))
 
-    def _check_only(self, plan: HostPlan) -> None:
-        for c in plan.changes:
-            self.index += 1
-            diff = self._diff(c) if self.opts.diff else ""
-            self.result.changes.append(
-                ChangeResult(c.title, c.role, c.op, c.reason, "skipped", 0.0, diff=diff)
-            )
-            self.bus.emit(
     def _unconfirmed(self, plan: HostPlan) -> bool:
         """The plan now asks for something the admin did not confirm at the prompt (the
         host changed while it waited): stop the host before any change. Doing less than
@@ -406,6 +406,14 @@ class HostRun:
         self.result.refused = True
         return True
 
+    def _check_only(self, plan: HostPlan) -> None:
+        for c in plan.changes:
+            self.index += 1
+            diff = self._diff(c) if self.opts.diff else ""
+            self.result.changes.append(
+                ChangeResult(c.title, c.role, c.op, c.reason, "skipped", 0.0, diff=diff)
+            )
+            self.bus.emit(
                 ChangeFinished(
                     self.host.name,
                     index=self.index,

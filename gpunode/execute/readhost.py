@@ -32,14 +32,18 @@ def read_host(
     timeout: float = 120.0,
     apt: Sequence[tuple[str, str]] = (),
     only_files: bool = False,
+    sudo: bool = False,
 ) -> tuple[HostFacts, dict[str, bool]]:
     """`only_files`: the second, rarer, read: the files and probes named once the facts were
-    known, without the facts script's other sections."""
+    known, without the facts script's other sections. `sudo` (only with `only_files` and no
+    probes, which never run as root): files only root may read, their sha256 and stat."""
+    if sudo and (probes or not only_files):
+        raise ValueError("as root, only files' hashes are read")
     command = facts_command(files, conda_prefixes, apt, only_files=only_files)
     if probes:
         command = f"{command}\n{probe_script(probes)}"
     start = time.monotonic()
-    res = transport.run(command, timeout=timeout)
+    res = transport.run(command, sudo=sudo, timeout=timeout)
     text, _, tail = res.stdout.partition(f"\n{MARK}\n")
     if "### end" not in text and not res.ok:
         raise TransportError(f"facts script failed (exit {res.exit_code}): {res.stderr.strip()}")

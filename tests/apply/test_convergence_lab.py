@@ -107,6 +107,36 @@ def test_a_file_only_the_facts_name_is_hashed_in_the_second_read_and_converges(
     assert lab.tree(host) == before
 
 
+def test_a_file_only_root_may_read_is_hashed_as_root_and_not_written_again(
+    lab: Lab, tmp_path: Path
+) -> None:
+    host = "lab-01"
+    fresh(lab, host)
+    role = tmp_path / "roles" / "site"
+    role.mkdir(parents=True)
+    (role / "tasks.yaml").write_text(
+        "- name: a private file\n"
+        "  op: file\n"
+        "  path: /etc/site-token\n"
+        '  content: "s3cret\\n"\n'
+        '  mode: "0600"\n'
+    )
+    inv = lab.inventory(tmp_path, **NO_STACK, roles=["site"])
+
+    code, evs = apply(lab, inv, "--limit", host)
+    assert code == 0, [e["message"] for e in of(evs, "host-finished")]
+    assert on_host(inv, host, "sudo stat -c '%a %U' /etc/site-token") == "600 root\n"
+    before = lab.tree(host)
+    code, evs = apply(lab, inv, "--limit", host)
+    assert code == 0 and of(evs, "change-started") == []
+    assert round_trips(evs, host) == 2  # the facts (unreadable to them), then its hash as root
+    assert lab.tree(host) == before
+    # plan runs no sudo: it cannot know, and says so
+    plan = json.loads(lab.gpunode("plan", str(inv), "--limit", host, "--json").stdout)
+    (change,) = plan["hosts"][host]["changes"]
+    assert "unreadable to the SSH user" in change["reason"]
+
+
 STACK: dict[str, Any] = {**NO_STACK, "driver": {"branch": "580", "flavor": "open", "hold": True}}
 
 
