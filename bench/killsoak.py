@@ -52,7 +52,8 @@ NOT_GPUNODE = ("etc/gpunode-lab/", "etc/hostname", "etc/hosts", "etc/machine-id"
                "etc/ssh/ssh_host_", "var/log/", "run/", "tmp/", "var/lib/sudo/",
                "var/cache/", "root/.cache/",
                # apt's lock files: made by whichever apt ran last, empty, no state
-               "var/lib/apt/lists/lock", "var/lib/dpkg/lock", "var/cache/apt/archives/lock")  # fmt: skip
+               "var/lib/apt/lists/lock", "var/lib/dpkg/lock",
+               "var/cache/apt/archives/lock")  # fmt: skip
 
 
 def tree(lab: Path, host: str) -> dict[str, str]:
