@@ -82,6 +82,7 @@ _n = count()
 SLOW = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 
 
+@pytest.mark.timeout(max(600, 60 * EXAMPLES))
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
           suppress_health_check=SLOW)  # fmt: skip
 @given(stack=stacks, how=starts, mirror=mirrors)
