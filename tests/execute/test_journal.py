@@ -11,6 +11,7 @@ import stat
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,6 +23,7 @@ from gpunode.facts.parse import parse_facts
 from gpunode.plan.rerun import rebuilt
 
 RUN = "20261203T101500-a1b2c3"
+journal_commands, journal_end = journal.commands, journal.end_command
 
 
 def change(out: Path) -> Change:
@@ -166,3 +168,70 @@ def test_the_journal_costs_no_round_trip_and_a_few_milliseconds(tmp_path: Path) 
     assert extra_ms < 200  # a handful of fork/exec (mkdir, dd, printf, mv, rm) on the host
     assert not os.listdir(d)
     assert re.fullmatch(r"[0-9a-f]{16}", journal.entry_key(c))
+
+
+class Recording:
+    """A transport that runs each command with sh here (as root would on a host) and keeps
+    what it was asked to run."""
+
+    def __init__(self, exit_codes: dict[int, int] | None = None) -> None:
+        self.runs: list[tuple[str, bytes | None, bool]] = []
+        self.exit_codes = exit_codes or {}
+
+    def run(self, command: Any, *, sudo: bool = False, stdin: bytes | None = None, **_: Any) -> Any:
+        from gpunode.transport.base import CommandResult
+
+        self.runs.append((command, stdin, sudo))
+        forced = self.exit_codes.get(len(self.runs))
+        out = run(command, stdin) if forced is None else None
+        code = forced if forced is not None else out.returncode if out else 0
+        said = out.stdout.decode() if out else ""
+        return CommandResult(str(command), code, said, "", 0.0)
+
+
+def host_run(t: Recording) -> Any:
+    from gpunode.events import Bus
+    from gpunode.execute.host import HostRun, Options
+    from tests.plan.conftest import STACK, host_from
+
+    return HostRun(t, host_from(STACK), Bus(), Options(run_id=RUN))  # type: ignore[arg-type]
+
+
+def test_the_executor_runs_each_command_once_with_the_journals_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    d = tmp_path / "journal"
+    monkeypatch.setattr(journal, "commands", lambda c, run_id: journal_commands(c, run_id, str(d)))
+    t = Recording()
+    hr = host_run(t)
+    c = change(tmp_path)
+    assert hr._change(c, 1, model.HostFacts())
+    assert len(t.runs) == len(c.steps) == hr.result.round_trips  # no round trip of its own
+    assert all(sudo for _, _, sudo in t.runs)
+    assert t.runs[0][1] is not None and t.runs[0][1].endswith(c.steps[0].stdin.encode())  # type: ignore[union-attr]
+    (done,) = hr.result.changes
+    assert done.status == "changed" and done.commands == [s.shown() for s in c.steps]
+    assert list(d.iterdir()) == []
+    assert (tmp_path / "record").read_text() == "nvidia-open-550\n"
+
+
+def test_a_refused_reload_ends_its_entry_in_one_more_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kernel kept the old module: the host reboots instead, which does the reload's
+    work, so nothing is left to run again."""
+    from gpunode.changes import RELOAD_REFUSED
+
+    d = tmp_path / "journal"
+    monkeypatch.setattr(journal, "commands", lambda c, run_id: journal_commands(c, run_id, str(d)))
+    monkeypatch.setattr(
+        journal, "end_command", lambda c, directory=str(d): journal_end(c, directory)
+    )
+    reload = Change("driver", "reload", "module_reload", "why", (Step("true"), Step("true")),
+                    reload="the module changed")  # fmt: skip
+    t = Recording(exit_codes={2: RELOAD_REFUSED})
+    hr = host_run(t)
+    assert hr._change(reload, 1, model.HostFacts())
+    assert len(t.runs) == 3 and t.runs[-1][0] == journal_end(reload, str(d))
+    assert list(d.iterdir()) == []
+    assert hr.reboot_instead is not None
