@@ -30,6 +30,7 @@ from gpunode.exitcodes import ExitCode
 
 if TYPE_CHECKING:
     from gpunode.execute.session import ApplySession
+    from gpunode.plan.saved import SavedPlan
 
 SIGNALS = {
     signal.SIGINT: ("interrupted (Ctrl-C)", ExitCode.INTERRUPTED),
@@ -103,6 +104,14 @@ def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...
 
     if detailed_exitcode and not check:
         raise click.UsageError("--detailed-exitcode needs --check")
+    saved_from = inventory
+    saved = _saved_plan(inventory, limit, tags, skip_tags, allow_busy, allow_change_held)
+    if saved is not None:  # `apply FILE`: the saved plan's inventory, selection and options
+        inventory, limit = saved.inventory, saved.limit
+        tags, skip_tags = tuple(saved.options["tags"]), tuple(saved.options["skip_tags"])
+        allow_busy = bool(saved.options["allow_busy"])
+        allow_change_held = bool(saved.options["allow_change_held"])
+        yes = True  # it was reviewed when it was saved; it binds each host to it
     _, hosts = load_selected(inventory, limit)
     check_tags(hosts, inventory, tags, skip_tags)
     if verbose >= 2:
@@ -117,6 +126,8 @@ def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...
                    smoke=not no_smoke, versions=RepoVersions(),
                    reboot_timeout=reboot_timeout, no_reboot=no_reboot,
                    allow_busy=allow_busy, allow_change_held=allow_change_held)  # fmt: skip
+    if saved is not None:
+        opts.confirmed, opts.saved_plan = saved.hosts, saved_from
     session = ApplySession(hosts, opts, pacing=Pacing(forks, serial, max_fail),
                            become_password=password)  # fmt: skip
     if not check:  # a second apply of this inventory here refuses at once
@@ -165,3 +176,22 @@ def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...
     if not as_json:
         click.echo(f"run record: {record}", err=True)
     sys.exit(code)
+
+
+def _saved_plan(path: str, limit: str | None, tags: tuple[str, ...], skip_tags: tuple[str, ...],
+                allow_busy: bool, allow_change_held: bool) -> SavedPlan | None:  # fmt: skip
+    """The saved plan `path` is (`plan --out`), or None for an inventory; bad input exits 4."""
+    from gpunode.plan.saved import SavedPlanError, is_saved_plan, load
+
+    if not is_saved_plan(path):
+        return None
+    if limit or tags or skip_tags or allow_busy or allow_change_held:
+        raise click.UsageError(
+            "a saved plan carries its own --limit, --tags, --skip-tags, --allow-busy and"
+            " --allow-change-held: plan again with them (plan --out)"
+        )
+    try:
+        return load(path)
+    except SavedPlanError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(ExitCode.BAD_INPUT)

@@ -34,6 +34,12 @@ from gpunode.exitcodes import exit_code_for
 @click.option(
     "--list-tags", is_flag=True, help="Print the tags each selected role offers; plan nothing."
 )
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, writable=True, path_type=str),
+    help="Save the plan in FILE (0600): `gpunode apply FILE` then does exactly it, and stops"
+    " a host whose plan is no longer the saved one.",
+)
 @forks_option
 @allow_busy_option
 @become_pass_option
@@ -50,6 +56,7 @@ def plan(
     allow_busy: bool,
     ask_become_pass: bool,
     allow_change_held: bool,
+    out: str | None,
 ) -> None:
     """Read every host (one round trip each) and show what `apply` would change.
 
@@ -92,6 +99,13 @@ def plan(
     if not detailed_exitcode:
         statuses = {n: "ok" if s == "pending" else s for n, s in statuses.items()}
     code = exit_code_for(statuses.values())
+    if out:
+        from gpunode.plan.saved import save
+
+        options = {"tags": list(tags), "skip_tags": list(skip_tags), "allow_busy": allow_busy,
+                   "allow_change_held": allow_change_held}  # fmt: skip
+        save(out, inventory, limit, options, {n: o.value for n, o in outcomes.items()})
+        click.echo(f"plan saved in {out}: `gpunode apply {out}` applies exactly it", err=True)
     if as_json:
         click.echo(dumps("plan", {"hosts": doc, "exit_code": int(code)}))
     else:

@@ -105,6 +105,9 @@ class Options:
     confirmed: dict[str, tuple[tuple[str, ...], ...]] | None = None
     """Each host's plan as the admin confirmed it at the prompt (HostPlan.fingerprint): a
     host whose plan differs when the run reads it is stopped before any change."""
+    saved_plan: str = ""
+    """`apply FILE`: `confirmed` comes from this saved plan, and binds exactly (a host
+    whose plan is not the saved one, to the change, is stopped)."""
     stop: Stop | None = None
     """The run's stop (Ctrl-C, SIGTERM...): read between changes and phases, never mid-command."""
     run_id: str = ""
@@ -394,15 +397,26 @@ class HostRun:
         confirmed = (self.opts.confirmed or {}).get(self.host.name)
         if confirmed is None:
             return False
-        new = [k for k in plan.fingerprint() if k not in confirmed and k != ("refused", "")]
-        if not new:
+        now = plan.fingerprint()
+        new = [k for k in now if k not in confirmed and k != ("refused", "")]
+        saved = self.opts.saved_plan
+        if not new and not (saved and now != confirmed):
             return False
         titles = ", ".join(k[0] if k[0] != "hook" else f"hook {k[1]}" for k in new)
-        self._fail(
-            f"the plan changed since you confirmed it: now {len(plan.changes)} change(s),"
-            f" not confirmed: {titles}; nothing was changed: apply again to see and confirm"
-            " the new plan"
-        )
+        if saved:
+            gone = [k[0] for k in confirmed if k not in now and k[0] not in ("refused", "hook")]
+            self._fail(
+                f"the host's plan is no longer the one saved in {saved}"
+                + (f"; not in it: {titles}" if titles else "")
+                + (f"; no longer needed: {', '.join(gone)}" if gone else "")
+                + "; nothing was changed: plan again (plan --out) and apply the new file"
+            )
+        else:
+            self._fail(
+                f"the plan changed since you confirmed it: now {len(plan.changes)} change(s),"
+                f" not confirmed: {titles}; nothing was changed: apply again to see and"
+                " confirm the new plan"
+            )
         self.result.refused = True
         return True
 
