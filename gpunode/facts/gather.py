@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 import time
 from collections.abc import Iterable, Sequence
@@ -10,6 +11,7 @@ from importlib import resources
 from typing import TYPE_CHECKING
 
 from gpunode.compat.driver import driver_names
+from gpunode.compat.paths import measured
 from gpunode.events import Bus, FactsGathered, HostStatusChanged
 from gpunode.facts.model import HostFacts
 from gpunode.facts.parse import parse_facts
@@ -19,6 +21,9 @@ if TYPE_CHECKING:
     from gpunode.hostpool import Outcome
     from gpunode.inventory.model import Host
     from gpunode.transport.secret import Secret
+
+
+_PLAIN_PATH = re.compile(r"/[A-Za-z0-9._+/*-]*")
 
 
 @cache
@@ -37,10 +42,16 @@ def facts_command(
     quoted. Not fed on stdin: sshd opens a session channel's window only once the command
     has started, so stdin would wait one round trip for it (OpenSSH's larval channels).
     `apt`: the (--apt or --apt-kernel, package name) pairs whose versions the host's apt
-    offers. `only_files`: the files' section alone (HostFacts.files and file_attrs)."""
+    offers. `only_files`: the files' section alone (HostFacts.files and file_attrs).
+    The filesystems of every path a package may write to (gpunode.compat.paths) are
+    measured (HostFacts.disks); a glob there is the script's to expand."""
     argv = ["sh", "-c", script().decode(), "gpunode-facts"]
     if only_files:
         argv.append("--only-files")
+    for path in () if only_files else measured():
+        if not _PLAIN_PATH.fullmatch(path):  # the script splits them on spaces
+            raise ValueError(f"not a plain absolute path to measure: {path!r}")
+        argv += ["--df", path]
     for prefix in conda_prefixes:
         argv += ["--conda", prefix]
     for path in files:

@@ -32,9 +32,10 @@ class OsRelease(_Fact):
 
 
 class Disk(_Fact):
-    path: str
+    path: str  # the mount point
     free_bytes: int
     total_bytes: int
+    fstype: str = ""  # "ext4", "tmpfs"; empty from an older facts script
 
 
 class PciGpu(_Fact):
@@ -355,10 +356,15 @@ class HostFacts(_Fact):
         return f"module {self.module.version} loaded, user space {user} installed"
 
     def free_bytes(self, path: str) -> int | None:
+        best = self.disk(path)
+        return best.free_bytes if best else None
+
+    def disk(self, path: str) -> Disk | None:
+        """The measured filesystem `path` lives on: the longest mount point above it."""
         best = None
         for d in self.disks:
             if (path == d.path or path.startswith(d.path.rstrip("/") + "/")) and (
                 best is None or len(d.path) > len(best.path)
             ):
                 best = d
-        return best.free_bytes if best else None
+        return best

@@ -112,16 +112,22 @@ def _mok_key(text: str) -> MokKey:
 
 
 def _disks(f: HostFacts, text: str) -> None:
+    """`df -P -T -B1` (or without -T, as older scripts ran it): one Disk per mount."""
+    lines = text.splitlines()
+    typed = bool(lines) and lines[0].split()[1:2] == ["Type"]
     seen: set[str] = set()
-    for line in text.splitlines()[1:]:
+    for line in lines[1:]:
         cols = line.split()
+        fstype = cols.pop(1) if typed and len(cols) > 1 else ""
         if len(cols) < 6:
             continue
         mount = " ".join(cols[5:])
         if mount in seen:
             continue
         seen.add(mount)
-        f.disks.append(Disk(path=mount, total_bytes=int(cols[1]), free_bytes=int(cols[3])))
+        f.disks.append(
+            Disk(path=mount, total_bytes=int(cols[1]), free_bytes=int(cols[3]), fstype=fstype)
+        )
 
 
 def _pci(f: HostFacts, sections: dict[str, str]) -> None:

@@ -1,6 +1,6 @@
 # gpunode facts: everything the planner needs, in one run. POSIX sh, no Python.
 # Every section is independent: a missing tool leaves its section empty.
-# Arguments: [--conda PREFIX]... [--file PATH]... [--only-files]
+# Arguments: [--conda PREFIX]... [--file PATH]... [--df PATH]... [--only-files]
 LC_ALL=C
 export LC_ALL
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/nvidia/bin:$PATH
@@ -9,6 +9,7 @@ files=""
 only_files=""
 apt_names=""
 apt_kernel=""
+df_paths=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --conda) conda_prefixes="$conda_prefixes $2"; shift 2 ;;
@@ -16,6 +17,7 @@ while [ $# -gt 0 ]; do
 $2"; shift 2 ;;
     --apt) apt_names="$apt_names $2"; shift 2 ;;
     --apt-kernel) apt_kernel="$apt_kernel $2"; shift 2 ;;
+    --df) df_paths="$df_paths $2"; shift 2 ;;
     --only-files) only_files=1; shift ;;
     *) shift ;;
   esac
@@ -71,8 +73,15 @@ else
 fi
 # --- end DKMS signing key ---
 section disks
-# where apt downloads packages and where the initramfs is written: a preflight for both
-df -P -B1 / /var /var/cache/apt/archives /boot 2>/dev/null
+# every filesystem a package change writes to (gpunode.compat.paths: apt's archives, /boot,
+# /usr/local/cuda-X.Y, ...), at df's mount; a path not made yet counts on its nearest
+# existing parent. The arguments were all read above: "$@" is free.
+set --
+for p in / /var /var/cache/apt/archives /boot $df_paths; do
+  while [ ! -e "$p" ]; do p=${p%/*}; p=${p:-/}; done
+  set -- "$@" "$p"
+done
+df -P -T -B1 -- "$@" 2>/dev/null
 section pci
 for d in /sys/bus/pci/devices/*; do
   [ -r "$d/vendor" ] || continue

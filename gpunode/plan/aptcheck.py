@@ -19,7 +19,7 @@ from gpunode.changes import Change
 from gpunode.facts.model import HostFacts
 from gpunode.resolve import Catalog, IndexUnavailable
 from gpunode.roles.ops.apt import version_matches
-from gpunode.versions import debian_key
+from gpunode.versions import compare_debian, debian_key
 
 _ALT = re.compile(
     r"^\s*([A-Za-z0-9][A-Za-z0-9+.-]*)(?::[a-z0-9]+)?\s*(?:\(\s*(<<|<=|=|>=|>>)\s*([^)\s]+)\s*\))?"
@@ -68,15 +68,14 @@ def unavailable(
             cat = next((c for c in catalogs if c.versions(t.name)), None)
             if cat is None:
                 continue
-            offered = cat.versions(t.name)
-            matching = sorted((v for v in offered if version_matches(v, t.version)), key=debian_key)
-            if not matching:
-                newest = sorted(offered, key=debian_key)[-SHOWN:]
+            taken = taken_version(cat, t)
+            if taken is None:
+                newest = sorted(cat.versions(t.name), key=debian_key)[-SHOWN:]
                 return (
                     f"{change.title}: apt would be asked for {t.name}={t.version}, which"
                     f" {cat.where} does not publish (it has {', '.join(newest)})"
                 )
-            why = _missing_dependency(cat, t.name, matching[-1], facts)
+            why = _missing_dependency(cat, t.name, taken, facts)
             if why:
                 asked = f"{t.name}={t.version}" if t.version else t.name
                 return (
@@ -87,19 +86,42 @@ def unavailable(
     return None
 
 
+def taken_version(cat: Catalog, t: Target) -> str | None:
+    """The version apt takes for `t` from `cat`: the newest that matches; None if none does."""
+    matching = [v for v in cat.versions(t.name) if version_matches(v, t.version)]
+    return max(matching, key=debian_key) if matching else None
+
+
 def _missing_dependency(cat: Catalog, name: str, version: str, facts: HostFacts) -> str | None:
     """The first exact-version dependency, followed from `name` at `version` through the
     index, that neither the index nor the host has."""
+    return _walk(cat, name, version, facts, ranged=False)[1]
+
+
+def closure(cat: Catalog, name: str, version: str, facts: HostFacts) -> list[tuple[str, str]]:
+    """`name` at `version` and what apt would install with it, as far as the index tells:
+    each dependency the index carries and the host has not installed, followed at the
+    version asked for (`=`) or else at the newest the index has that satisfies it. The
+    index's own choice stands in for apt's (its pins may pick an older one of a range)."""
+    return _walk(cat, name, version, facts, ranged=True)[0]
+
+
+def _walk(
+    cat: Catalog, name: str, version: str, facts: HostFacts, *, ranged: bool
+) -> tuple[list[tuple[str, str]], str | None]:
+    """The packages reached from `name` at `version` through Depends (`name` first), and
+    the first broken exact-version dependency. Only `=` dependencies are followed unless
+    `ranged`. A catalog without Depends (the host's apt-cache madison) reaches `name` alone."""
     depends_of = getattr(cat, "depends", None)
-    if depends_of is None:  # the host's apt-cache madison: versions only
-        return None
+    if depends_of is None:
+        return [(name, version)], None
     todo = [(name, version)]
-    seen: set[tuple[str, str]] = set()
+    seen: dict[tuple[str, str], None] = {}
     while todo:
         pkg, ver = todo.pop()
         if (pkg, ver) in seen:
             continue
-        seen.add((pkg, ver))
+        seen[(pkg, ver)] = None
         for clause in (depends_of(pkg, ver) or "").split(","):
             alts = [m for a in clause.split("|") if (m := _ALT.match(a))]
             if not alts:
@@ -108,22 +130,36 @@ def _missing_dependency(cat: Catalog, name: str, version: str, facts: HostFacts)
             broken: list[str] = []
             for m in alts:
                 dep, op, want = m.group(1), m.group(2), m.group(3)
-                if op != "=" or not cat.versions(dep):
+                offered = cat.versions(dep)
+                if op != "=" and ranged and offered and not facts.package(dep):
+                    fits = [v for v in offered if _satisfies(v, op, want)]
+                    if fits:
+                        found = (dep, max(fits, key=debian_key))
+                        break
+                    continue
+                if op != "=" or not offered:
                     found = ("", "")  # unknown here, or not exact: apt's own to judge
                     break
-                if want in cat.versions(dep):
+                if want in offered:
                     found = (dep, want)
                     break
                 have = facts.package(dep)
                 if have is not None and have.version == want:
                     found = ("", "")
                     break
-                newest = sorted(cat.versions(dep), key=debian_key)[-SHOWN:]
+                newest = sorted(offered, key=debian_key)[-SHOWN:]
                 broken.append(
                     f"{dep} (= {want}), which it does not publish (it has {', '.join(newest)})"
                 )
-            if found is None:
-                return f"{pkg} {ver} in {cat.where} depends on " + " or ".join(broken)
-            if found[0]:
+            if found is None and not ranged:
+                return list(seen), f"{pkg} {ver} in {cat.where} depends on " + " or ".join(broken)
+            if found and found[0]:
                 todo.append(found)
-    return None
+    return list(seen), None
+
+
+def _satisfies(version: str, op: str | None, want: str | None) -> bool:
+    if op is None or want is None:
+        return True
+    c = compare_debian(version, want)
+    return {"<<": c < 0, "<=": c <= 0, ">=": c >= 0, ">>": c > 0}.get(op, c == 0)

@@ -13,6 +13,7 @@ from gpunode.memo import Memo
 from gpunode.plan.aptcheck import loaded, targets, unavailable
 from gpunode.plan.refuse import NVIDIA_RELEASES, refusal
 from gpunode.plan.rerun import put_back, with_journal_holds
+from gpunode.plan.space import space_refusal
 from gpunode.resolve import Catalog, CatalogFor, IndexNeeded, Resolved, Unresolvable, resolve
 from gpunode.roles.loader import RoleError, search_path
 from gpunode.roles.ops import OpContext, Probe
@@ -205,13 +206,18 @@ def plan_host(
     if facts.journal:  # changes begun and never ended run again, whole
         kw = {"tags": tags, "skip_tags": skip_tags, "roles": only}
         ordered = tuple(put_back(list(ordered), as_read, walked, **kw))
+    catalogs: list[Catalog] = []
     if any(t.version for c in ordered for t in targets(c)):
         # What apt will be asked for at a version (a resolved one) must be there, before
         # anything on the host changes; unversioned names (Ubuntu's kernel headers) are
         # left to apt's simulation on the host, so a converged stack reads no index.
-        why = unavailable(ordered, loaded(catalog, containers), facts)
+        catalogs = loaded(catalog, containers)
+        why = unavailable(ordered, catalogs, facts)
         if why:
             return HostPlan(host.name, refused=why)
+    why = space_refusal(host, ordered, catalogs, facts)  # each filesystem apt writes to
+    if why:
+        return HostPlan(host.name, refused=why)
     hooks: tuple[tuple[str, str], ...] = ()
     if disrupts(ordered, facts):
         if facts.gpu_processes and not allow_busy:

@@ -9,16 +9,17 @@ from gpunode.compat.driver import (
     secure_boot_refusal,
     ubuntu_modules_refusal,
 )
+from gpunode.compat.paths import INITRAMFS_BYTES
 from gpunode.compat.rules import rules
 from gpunode.facts.model import HostFacts
 from gpunode.inventory.model import Host
 
 NVIDIA_RELEASES = ("20.04", "22.04", "24.04")
-# Free space below which a planned package change is refused: apt downloads every .deb
-# into its archives before dpkg unpacks any (a driver and a toolkit are GBs), and a driver
-# or kernel change writes a new initramfs into /boot.
+# Without the index, free space below which a planned package change is refused: apt
+# downloads every .deb into its archives before dpkg unpacks any (a driver and a toolkit are
+# GBs), and a driver or kernel change writes a new initramfs into /boot.
 ARCHIVES_MIN_BYTES = 1 << 30
-BOOT_MIN_BYTES = 100 << 20
+BOOT_MIN_BYTES = INITRAMFS_BYTES
 
 
 def refusal(host: Host, facts: HostFacts) -> str | None:
@@ -67,7 +68,7 @@ def refusal(host: Host, facts: HostFacts) -> str | None:
                 f"too little disk for CUDA {', '.join(missing)}: {free / 1e9:.1f} GB free "
                 f"under /usr/local, {need / 1e9:.1f} GB needed; free space or add a disk"
             )
-    return _space_refusal(host, facts, missing)
+    return None
 
 
 def _driver_pending(host: Host, facts: HostFacts) -> bool:
@@ -79,10 +80,13 @@ def _driver_pending(host: Host, facts: HostFacts) -> bool:
     return not release_installed(driver, installed)
 
 
-def _space_refusal(host: Host, facts: HostFacts, missing: list[str]) -> str | None:
+def guessed_space_refusal(host: Host, facts: HostFacts) -> str | None:
     """Too little room where apt downloads or where the initramfs goes, for a package change
-    that is sure to come (a conservative guess made before planning: no false refusals)."""
+    that is sure to come: a conservative guess (no false refusals), for when the index that
+    would say what the packages need cannot be read (gpunode.plan.space counts it)."""
     stack = host.stack
+    toolkits = stack.cuda.toolkits if stack.cuda else []
+    missing = [c for c in toolkits if not any(t.version == c for t in facts.toolkits)]
     driver = _driver_pending(host, facts)
     pending = [
         *(["the driver"] if driver else []),

@@ -13,7 +13,17 @@ from gpunode.versions import debian_key
 # without an epoch (split_debian would misread it as one).
 _VERSION = re.compile(r"^(?:\d+:)?[0-9][A-Za-z0-9.+~-]*$")
 _KEEP = frozenset(
-    ("package", "version", "architecture", "provides", "depends", "filename", "size", "sha256")
+    (
+        "package",
+        "version",
+        "architecture",
+        "provides",
+        "depends",
+        "filename",
+        "size",
+        "installed-size",
+        "sha256",
+    )
 )
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9+._-]*$")
 
@@ -28,8 +38,9 @@ class PackageVersion:
     provides: str = ""  # raw field, e.g. "libnccl (= 2.26.2)"
     depends: str = ""  # raw field, folded lines joined with one space
     filename: str = ""
-    size: int | None = None
+    size: int | None = None  # bytes of the .deb apt downloads
     sha256: str = ""
+    installed_size: int | None = None  # KiB dpkg unpacks (the index's Installed-Size)
 
 
 class PackageIndex:
@@ -123,6 +134,11 @@ def _stanzas(text: str) -> Iterator[dict[str, str]]:
         yield fields
 
 
+def _count(text: str) -> int | None:
+    """A size field's number; None when absent or not a plain decimal."""
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
 def parse_packages(text: str) -> PackageIndex:
     """Parse a Packages index; stanzas lacking a valid Package or Version are counted, not kept.
 
@@ -135,7 +151,6 @@ def parse_packages(text: str) -> PackageIndex:
         if not _NAME.match(name) or not _VERSION.match(version):
             skipped += 1
             continue
-        size = f.get("size", "")
         pv = PackageVersion(
             name=name,
             version=version,
@@ -143,8 +158,9 @@ def parse_packages(text: str) -> PackageIndex:
             provides=f.get("provides", ""),
             depends=f.get("depends", ""),
             filename=f.get("filename", ""),
-            size=int(size) if size.isascii() and size.isdigit() else None,
+            size=_count(f.get("size", "")),
             sha256=f.get("sha256", ""),
+            installed_size=_count(f.get("installed-size", "")),
         )
         by_name.setdefault(name, {}).setdefault((version, pv.architecture), pv)
     return PackageIndex({n: tuple(vs.values()) for n, vs in by_name.items()}, skipped)

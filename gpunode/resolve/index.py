@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from gpunode.facts.model import HostFacts
-from gpunode.repoindex import FetchedIndex, IndexCache
+from gpunode.repoindex import FetchedIndex, IndexCache, PackageVersion
 from gpunode.repoindex import IndexUnavailable as FetchFailed
-from gpunode.resolve.resolver import Catalog, CatalogFor, IndexUnavailable
+from gpunode.resolve.resolver import Catalog, CatalogFor, IndexUnavailable, Sizes
 
 ARCH = "amd64"  # NVIDIA's x86_64 folders; arch "all" packages count too
 
@@ -33,9 +33,18 @@ class IndexCatalog:
 
     def depends(self, name: str, version: str) -> str | None:
         """The raw Depends field of `name` at `version`; None when the index lacks it."""
+        found = self._stanza(name, version)
+        return found.depends if found else None
+
+    def sizes(self, name: str, version: str) -> Sizes | None:
+        """Installed-Size and Size of `name` at `version`; None when the index lacks it."""
+        found = self._stanza(name, version)
+        return Sizes(found.installed_size, found.size) if found else None
+
+    def _stanza(self, name: str, version: str) -> PackageVersion | None:
         for v in self.fetched.index.versions(name, ARCH):
             if v.version == version:
-                return v.depends
+                return v
         return None
 
 

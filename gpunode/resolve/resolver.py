@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from gpunode.compat import cudnn_names, toolkit_package
 from gpunode.compat.driver import (
@@ -32,8 +32,20 @@ from gpunode.resolve.specs import (
 from gpunode.versions import compare_debian, debian_key, series
 
 
+class Sizes(NamedTuple):
+    """What one published version costs on disk: the index's Installed-Size (KiB, what dpkg
+    unpacks) and Size (bytes of the .deb apt downloads); None where the index lacks it."""
+
+    installed_kib: int | None
+    download_bytes: int | None
+
+
 class Catalog(Protocol):
-    """The versions one repository publishes, and a name for it in messages."""
+    """The versions one repository publishes, and a name for it in messages.
+
+    A catalog over a fetched index has more, read with getattr (the host's `apt-cache`
+    catalog has neither): `depends(name, version) -> str | None`, the raw Depends field,
+    and `sizes(name, version) -> Sizes | None`."""
 
     @property
     def where(self) -> str: ...

@@ -64,6 +64,7 @@ def test_cudnn_toolkit_and_nccl(nvidia: PackageIndex) -> None:
         filename="./libnccl2_2.26.2-1+cuda12.8_amd64.deb",
         size=204585102,
         sha256=nccl.sha256,
+        installed_size=430000,  # KiB, the stanza's Installed-Size
     )
     assert len(nccl.sha256) == 64
     assert nvidia.providers("libnccl") == ("libnccl2",)
