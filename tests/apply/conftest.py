@@ -22,7 +22,12 @@ from tests.conftest import SLOT, slot_net
 NET = slot_net(231)  # hosts on 127.0.231.11+, repository on 127.0.231.10
 PORT = 2231 + 1000 * SLOT
 # Written by sshd and PAM at every login and by nothing gpunode does.
-LOGIN_NOISE = ("var/log/", "run/", "tmp/", "var/lib/sudo/", "var/cache/", "root/.cache/")
+LOGIN_NOISE = ("var/log/", "run/", "tmp/", "var/lib/sudo/", "var/cache/", "root/.cache/",
+               # every apply takes and gives back its host lock there; the empty mutex file
+               # the lock's flock needs stays (removing it would let two runs lock apart)
+               "var/lib/gpunode/locks/",
+               # Ubuntu's sudo marks a login's first use of sudo (the lock is taken with it)
+               "home/ubuntu/.sudo_as_admin_successful")  # fmt: skip
 
 
 @dataclass

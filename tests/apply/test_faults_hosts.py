@@ -102,8 +102,9 @@ def test_a_host_silent_mid_command_is_unreachable_the_other_finishes(
     quiet = (
         "- name: a step that goes quiet on lab-01\n"
         "  op: command\n"
-        '  cmd: "[ $(hostname) = lab-01 ] || exit 0; echo started; exec sleep 25"\n'
-        "  creates: /nonexistent/gpunode-never\n"
+        '  cmd: "[ $(hostname) = lab-01 ] || exec touch /var/tmp/quiet-done; echo started;'
+        ' exec sleep 25"\n'
+        "  creates: /var/tmp/quiet-done\n"  # made where it is done: lab-02 converges
     )
     inv = inventory(lab, tmp_path, {"inactivity_timeout": 3}, {"quiet": quiet},
                     cuda_env=True, roles=["quiet"])  # fmt: skip
