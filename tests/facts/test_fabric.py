@@ -47,7 +47,8 @@ def test_query_answer_of_a_real_h200_without_fabric() -> None:
 
 def test_the_scripts_awk_reads_the_real_q_text() -> None:
     """The awk program of script.sh's fabric section, run on a real `nvidia-smi -q`."""
-    program = re.search(r"awk '([^']*)'", SCRIPT.read_text())
+    section = SCRIPT.read_text().split("section fabric", 1)[1]
+    program = re.search(r"awk '([^']*)'", section)
     assert program is not None
     q = (FIX / "h200-ubuntu2404" / "nvidia-smi-q.txt").read_text()
     out = subprocess.run(["awk", program.group(1)], input=q, capture_output=True, text=True)
