@@ -529,6 +529,10 @@ class HostRun:
                     why = "the SSH connection was lost while it ran (" + why + ")"
                     if c.apt:
                         why += "; an interrupted dpkg run is finished by the next apply"
+                else:
+                    # it ended, failing, and says so: no cut to run again. The next apply
+                    # plans from the facts, and never replays a task the inventory dropped
+                    self._journal_end(c)
                 output = StepOutput.capped(step.shown(), res.exit_code, res.stdout, res.stderr)
                 return self._change_failed(c, i, start, done, why, diff, output)
         if any(s.installs for s in c.steps):

@@ -215,3 +215,22 @@ def test_one_stalled_host_in_ten_costs_one_connect_timeout_not_the_sum(
     for host in done:
         assert (lab10.upper(host) / PROFILE.lstrip("/")).is_file(), host
     assert not (lab10.upper("lab-03") / PROFILE.lstrip("/")).exists()
+
+
+def test_a_failed_change_is_not_replayed_once_the_inventory_drops_it(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """A command that fails (exit 3) ended: its journal entry goes with it, so a later
+    inventory without the task converges instead of running the failing command again."""
+    failing = "- name: a step that fails\n  op: command\n  cmd: exit 3\n  creates: /var/tmp/no\n"
+    (tmp_path / "with").mkdir()
+    (tmp_path / "without").mkdir()
+    inv = inventory(lab, tmp_path / "with", {}, {"failing": failing}, roles=["failing"])
+    code, evs, _ = run(lab, inv, "-l", "lab-02")
+    assert code == 2 and finished(evs)["lab-02"][0] == "failed", finished(evs)
+    journal = "ls /var/lib/gpunode/journal 2>/dev/null || true"
+    assert not on_host(inv, "lab-02", f"sudo sh -c {journal!r}").strip()
+    without = inventory(lab, tmp_path / "without", {}, {})
+    code, evs, _ = run(lab, without, "-l", "lab-02")
+    assert code == 0, finished(evs)
+    assert of(evs, "change-started") == []
