@@ -206,7 +206,7 @@ def plan_host(
     if facts.journal:  # changes begun and never ended run again, whole
         kw = {"tags": tags, "skip_tags": skip_tags, "roles": only}
         ordered = tuple(put_back(list(ordered), as_read, walked, **kw))
-    catalogs: list[Catalog] = []
+    catalogs: list[Catalog] | None = None  # read once, by the first check that needs them
     if any(t.version for c in ordered for t in targets(c)):
         # What apt will be asked for at a version (a resolved one) must be there, before
         # anything on the host changes; unversioned names (Ubuntu's kernel headers) are
@@ -215,9 +215,12 @@ def plan_host(
         why = unavailable(ordered, catalogs, facts)
         if why:
             return HostPlan(host.name, refused=why)
-    why = space_refusal(host, ordered, catalogs, facts)  # each filesystem apt writes to
-    if why:
-        return HostPlan(host.name, refused=why)
+    if any(targets(c) for c in ordered):  # each filesystem apt writes to, by the index's sizes
+        if catalogs is None:
+            catalogs = loaded(catalog, containers)
+        why = space_refusal(host, ordered, catalogs, facts)
+        if why:
+            return HostPlan(host.name, refused=why)
     hooks: tuple[tuple[str, str], ...] = ()
     if disrupts(ordered, facts):
         if facts.gpu_processes and not allow_busy:

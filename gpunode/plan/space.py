@@ -24,7 +24,8 @@ from gpunode.resolve import Catalog, Sizes
 
 SizesOf = Callable[[str, str], Sizes | None]
 
-# dpkg's database, its .dpkg-new files and maintainer scripts, rounding in Installed-Size
+# Added to the packages' sizes on each filesystem: dpkg's database, its .dpkg-new files and
+# maintainer scripts, rounding in Installed-Size
 MARGIN_BYTES = 32 << 20
 MARGIN_SHARE = 0.05
 NAMED = 4  # packages named per filesystem
@@ -33,7 +34,8 @@ NAMED = 4  # packages named per filesystem
 @dataclass
 class _Need:
     disk: Disk
-    bytes: int = 0
+    bytes: int = 0  # the packages' sizes: the margin is added to these
+    fixed: int = 0  # estimates of their own (an initramfs)
     by: dict[str, int] = field(default_factory=dict)  # what apt is asked for -> bytes
 
 
@@ -56,7 +58,10 @@ def space_refusal(
                     continue  # not measured (an older facts script): apt's check then
                 once.update([w.path] if w.once else [])
                 need = needs.setdefault(disk.path, _Need(disk))
-                need.bytes += w.bytes
+                if w.once:
+                    need.fixed += w.bytes
+                else:
+                    need.bytes += w.bytes
                 need.by[asked] = need.by.get(asked, 0) + w.bytes
     short = [_refusal(n) for _, n in sorted(needs.items()) if n.disk.free_bytes < _total(n)]
     return "; ".join(short) or None
@@ -87,7 +92,8 @@ def _writes(
 
 
 def _total(need: _Need) -> int:
-    return need.bytes + int(need.bytes * MARGIN_SHARE) + MARGIN_BYTES
+    margin = int(need.bytes * MARGIN_SHARE) + MARGIN_BYTES if need.bytes else 0
+    return need.bytes + margin + need.fixed
 
 
 def _refusal(need: _Need) -> str:

@@ -4,7 +4,8 @@ An unreachable repository, a URL with no repository, a package missing from the 
 bad InRelease signature each fail the host at the first step that needs the repository,
 with its URL and curl's or apt's error line; what preceded it (the pinned keyring, the apt
 source) stays, nothing of the failed step is in dpkg's database, `dpkg --audit` is empty.
-Too little room in /var/cache/apt/archives or /boot is refused at plan time.
+Too little room in /var/cache/apt/archives, /boot or a toolkit's folder is refused at plan
+time.
 
 The broken repositories are copies of the lab's (hard links, the changed files rewritten)
 served by a small http.server on loopback, which the lab's hosts share."""
@@ -248,10 +249,10 @@ def test_a_full_apt_archives_refuses_a_package_change_at_plan_time(
     inv = lab.inventory(tmp_path, **DRIVER)
     assert lab.gpunode("lab", "fault", HOST, "disk-full").returncode == 0
     try:
+        # the index's sizes of the driver's .debs, summed with what apt takes with them
         refused_at_plan_time(
-            lab, inv, "too little disk for apt's downloads: 0 MiB free in "
-            "/var/cache/apt/archives, 1024 MiB needed before installing the driver; "
-            "free space there (apt-get clean, old kernels) and apply again",
+            lab, inv, "too little disk on /var/cache/apt/archives (a tmpfs of 8 MiB): 0 MiB "
+            "free, ",
         )  # fmt: skip
     finally:
         assert lab.gpunode("lab", "fault", HOST, "disk-full", "--off").returncode == 0
@@ -266,8 +267,8 @@ def test_a_full_boot_refuses_a_driver_change_at_plan_time(lab: Lab, tmp_path: Pa
     on_host(inv, HOST, "sudo mount -t tmpfs -o size=40m gpunode-test-boot /boot")
     try:
         refused_at_plan_time(
-            lab, inv, "too little disk for the initramfs: 40 MiB free in /boot, "
-            "100 MiB needed before installing the driver",
+            lab, inv, "too little disk on /boot (a tmpfs of 40 MiB): 40 MiB free, 100 MiB "
+            "needed by nvidia-open-550=550.163.01-*: free space or mount a larger filesystem",
         )  # fmt: skip
         # a change with no driver in it (a toolkit alone) does not need /boot
         toolkit = lab.inventory(
@@ -277,6 +278,31 @@ def test_a_full_boot_refuses_a_driver_change_at_plan_time(lab: Lab, tmp_path: Pa
         assert plan.returncode == 0 and "refused" not in plan.stdout, plan.stdout
     finally:
         on_host(inv, HOST, "sudo umount /boot")
+
+
+def test_a_small_filesystem_on_the_toolkits_folder_refuses_it_at_plan_time(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """The measured failure: a full filesystem mounted on /usr/local/cuda-X.Y left dpkg
+    half-done; its free space is now measured and counted against the toolkit's packages."""
+    fresh(lab, HOST)
+    inv = lab.inventory(tmp_path, **{**NO_STACK, "cuda": {"toolkits": ["12.4"]}})
+    folder = "/usr/local/cuda-12.4"
+    on_host(inv, HOST, f"sudo mkdir -p {folder} && sudo mount -t tmpfs -o size=1m cuda {folder}")
+    try:
+        refused_at_plan_time(
+            lab, inv, f"too little disk on {folder} (a tmpfs of 1 MiB): 1 MiB free, ",
+        )  # fmt: skip
+        plan = lab.gpunode("plan", str(inv), "--limit", HOST, timeout=60)
+        assert "MiB needed by cuda-toolkit-12-4: free space or mount a larger filesystem" in (
+            plan.stdout
+        ), plan.stdout
+        assert on_host(inv, HOST, f"ls -A {folder}").strip() == ""  # dpkg wrote nothing there
+    finally:
+        on_host(inv, HOST, f"sudo umount {folder}")
+    # unmounted, the folder lives on /usr/local's filesystem again: the toolkit plans
+    plan = lab.gpunode("plan", str(inv), "--limit", HOST, timeout=60)
+    assert plan.returncode == 0 and "refused" not in plan.stdout, plan.stdout
 
 
 def gpg(home: Path, *args: str, at: int | None = None) -> bytes:

@@ -181,3 +181,45 @@ def test_gpu_processes_from_compute_apps_and_device_holders() -> None:
         "pid 77 (Xorg)",
     ]
     assert parse_facts("### gpu-procs\n### end\n").gpu_processes == []
+
+
+def test_disks_of_a_lab_host_with_a_tmpfs_on_a_toolkits_folder() -> None:
+    """A real capture: `df -P -T` of every path a package writes to, one line each."""
+    text = (FIX / "lab-cuda-tmpfs" / "disks.txt").read_text()
+    f = parse_facts(f"### disks\n{text}### end\n")
+    assert f.errors == []
+    assert [(d.path, d.fstype) for d in f.disks] == [
+        ("/", "overlay"),
+        ("/usr/local/cuda-12.4", "tmpfs"),
+    ]  # one Disk per mount, however many paths live on it
+    cuda = f.disk("/usr/local/cuda-12.4/targets/x86_64-linux/lib")
+    assert cuda is not None and cuda.path == "/usr/local/cuda-12.4"
+    assert (cuda.total_bytes, cuda.free_bytes) == (64 << 20, 3 << 20)
+    other = f.disk("/usr/local/cuda-13.0")  # not a mount: on /'s filesystem
+    assert other is not None and other.path == "/"
+    # df without -T (an older facts script): the same mounts, no type
+    assert [(d.path, d.fstype) for d in parse_facts(SYNTH).disks] == [("/", ""), ("/var", "")]
+
+
+def test_a_path_not_made_yet_is_measured_on_its_nearest_existing_parent(tmp_path: Path) -> None:
+    """The script's disks section on this machine: --df of a folder that does not exist."""
+    import glob
+    import os
+    import shlex
+    import subprocess
+
+    from gpunode.compat.paths import measured
+    from gpunode.facts.gather import facts_command
+
+    missing = tmp_path / "not" / "made" / "yet"
+    command = f"{facts_command()} --df {shlex.quote(str(missing))}"
+    out = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=120)
+    mount = tmp_path
+    while not os.path.ismount(mount):
+        mount = mount.parent
+    section = out.stdout.split("### disks\n")[1].split("\n### ")[0]
+    assert section.rstrip().endswith(f" {mount}"), section  # tmp_path's filesystem, last
+    # one line per path (df drops a path that does not exist): the script's own four, and
+    # gpunode.compat.paths's with its glob expanded, and ours
+    paths = [len(glob.glob(p)) or 1 for p in measured()]
+    assert len(section.strip().splitlines()) == 1 + 4 + sum(paths) + 1, section

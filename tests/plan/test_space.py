@@ -9,6 +9,7 @@ from functools import cache
 
 import pytest
 from conftest import STACK, fresh_facts, host_from, plan_host
+from test_resolution import stack
 
 from gpunode.changes import Change, Step
 from gpunode.facts.model import Disk, HostFacts, Package
@@ -20,7 +21,8 @@ from gpunode.resolve.index import IndexCatalog
 
 gpunode_lab = pytest.importorskip("gpunode_lab")
 from gpunode_lab.repo import catalog as lab_catalog  # noqa: E402
-from gpunode_lab.repo.deb import control_text  # noqa: E402
+from gpunode_lab.repo.build import _index_entry  # noqa: E402
+from gpunode_lab.repo.deb import deb_bytes  # noqa: E402
 
 NO_SYSTEMD = {"systemd": False}
 MIB = 1 << 20
@@ -29,9 +31,10 @@ ROOT = Disk(path="/", free_bytes=200 * 10**9, total_bytes=400 * 10**9, fstype="e
 
 @cache
 def lab_2204() -> Catalog:
-    """The Packages index the lab serves for Ubuntu 22.04, its sizes from its own .debs."""
+    """The Packages index the lab serves for Ubuntu 22.04: its stanzas as the lab's
+    repository writes them, Size from the .debs it builds."""
     packages = lab_catalog.packages_for("ubuntu2204", "full")
-    return catalog_of(parse_packages("\n".join(control_text(p.control_fields()) for p in packages)))
+    return catalog_of(parse_packages("\n".join(_index_entry(p, deb_bytes(p)) for p in packages)))
 
 
 def catalog_of(index: PackageIndex) -> Catalog:
@@ -63,6 +66,11 @@ def test_a_small_filesystem_on_the_toolkits_folder_refuses_the_host() -> None:
     assert needed.group(2) == "cuda-toolkit-12-4"  # the toolkit's packages alone
     assert "cudnn" not in needed.group(2) and "nvidia-open" not in needed.group(2)
     assert "/boot" not in plan.refused and "too little disk on / " not in plan.refused
+    # a toolkit alone (apt asked for cuda-toolkit-12-4 at no version) is counted the same
+    alone = {'driver: {branch: "550", flavor: open}': "driver: null", "cudnn:": "#", "nccl:": "#"}
+    toolkit = host_from(stack(**alone))
+    plan = plan_host(toolkit, facts, probes=NO_SYSTEMD, catalog=lab_2204)
+    assert plan.refused is not None and "33 MiB needed by cuda-toolkit-12-4:" in plan.refused
     # room enough on the same mount: planned as before
     roomy = with_disks(fresh_facts(), tmpfs("/usr/local/cuda-12.4", 4096, 4000))
     plan = plan_host(host, roomy, probes=NO_SYSTEMD, catalog=lab_2204)
@@ -74,11 +82,32 @@ def test_a_small_boot_refuses_a_driver_change_and_not_a_toolkit() -> None:
     facts = with_disks(fresh_facts(), tmpfs("/boot", 40, 40))
     plan = plan_host(host, facts, probes=NO_SYSTEMD, catalog=lab_2204)
     assert plan.refused is not None
-    assert plan.refused.startswith("too little disk on /boot (a tmpfs of 40 MiB): 40 MiB free, ")
-    assert "needed by nvidia-open-550=" in plan.refused, plan.refused
+    assert plan.refused == (  # the initramfs: a fixed estimate, no margin on it
+        "too little disk on /boot (a tmpfs of 40 MiB): 40 MiB free, 100 MiB needed by "
+        "nvidia-open-550=550.163.01-*: free space or mount a larger filesystem"
+    )
     toolkit = host_from(STACK.replace('driver: {branch: "550", flavor: open}', "driver: null"))
     plan = plan_host(toolkit, facts, probes=NO_SYSTEMD, catalog=lab_2204)
     assert plan.refused is None, plan.refused
+
+
+def test_a_full_archives_refuses_every_package_change() -> None:
+    facts = with_disks(fresh_facts(), tmpfs("/var/cache/apt/archives", 8, 0))
+    plan = plan_host(host_from(STACK), facts, probes=NO_SYSTEMD, catalog=lab_2204)
+    assert plan.refused is not None
+    assert plan.refused.startswith(
+        "too little disk on /var/cache/apt/archives (a tmpfs of 8 MiB): 0 MiB free, "
+    ), plan.refused
+    # every package change downloads: the four largest named, the rest counted
+    named = plan.refused.split(" MiB needed by ")[1].split(": free space")[0]
+    for asked in (
+        "nvidia-open-550=",
+        "cuda-toolkit-12-4",
+        "libcudnn9-dev-cuda-12=",
+        "libnccl-dev=",
+    ):
+        assert asked in named, plan.refused
+    assert named.endswith(" and 2 more"), plan.refused
 
 
 # Sizes of NVIDIA's 12.4.1 packages' order of magnitude: a toolkit's parts under
