@@ -86,6 +86,38 @@ def unavailable(
     return None
 
 
+def moved_dependencies(
+    changes: Sequence[Change], catalogs: Sequence[Catalog], facts: HostFacts
+) -> list[list[str]]:
+    """Per change, the exact-version dependencies (followed through the index) that the
+    host has at another version than one apt would pick (its candidate, the newest): apt
+    moves an installed package only to its candidate, so an older release's exact
+    dependency fails (`Depends: libcudnn9-headers-cuda-12 (= 9.10.2.21-1) but 9.14.0.64-1
+    is to be installed`) unless the transaction names it, `name=version`."""
+    out: list[list[str]] = []
+    for change in changes:
+        asked = {t.name for t in targets(change)}
+        extra: dict[str, str] = {}
+        for t in targets(change):
+            cat = next((c for c in catalogs if c.versions(t.name)), None)
+            if cat is None or not t.version:
+                continue
+            offered = cat.versions(t.name)
+            matching = sorted((v for v in offered if version_matches(v, t.version)), key=debian_key)
+            if not matching:
+                continue
+            if getattr(cat, "depends", None) is None:
+                continue  # the host's apt-cache madison: no dependencies to follow
+            reached = _walk(cat, t.name, matching[-1], facts, ranged=False)[0][1:]
+            for dep, want in reached:
+                have = facts.package(dep)
+                newest = max(cat.versions(dep), key=debian_key)  # apt's candidate
+                if dep not in asked and have and have.version != want and want != newest:
+                    extra[dep] = want
+        out.append([f"{n}={v}" for n, v in extra.items()])
+    return out
+
+
 def taken_version(cat: Catalog, t: Target) -> str | None:
     """The version apt takes for `t` from `cat`: the newest that matches; None if none does."""
     matching = [v for v in cat.versions(t.name) if version_matches(v, t.version)]

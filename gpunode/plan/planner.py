@@ -5,19 +5,20 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
+from shlex import quote as q
 
 from gpunode.changes import Change, HostPlan, Step
 from gpunode.facts.model import HostFacts, OsRelease
 from gpunode.inventory.model import Host
 from gpunode.memo import Memo
-from gpunode.plan.aptcheck import loaded, targets, unavailable
+from gpunode.plan.aptcheck import loaded, moved_dependencies, targets, unavailable
 from gpunode.plan.refuse import NVIDIA_RELEASES, refusal
 from gpunode.plan.rerun import put_back, with_journal_holds
 from gpunode.plan.space import space_refusal
 from gpunode.resolve import Catalog, CatalogFor, IndexNeeded, Resolved, Unresolvable, resolve
 from gpunode.roles.loader import RoleError, search_path
 from gpunode.roles.ops import OpContext, Probe
-from gpunode.roles.ops.apt import DPKG_LOCKS, apt_get, apt_transactions, lock_wait
+from gpunode.roles.ops.apt import DPKG_LOCKS, apt_get, apt_transactions, install_step, lock_wait
 from gpunode.roles.render import render
 from gpunode.roles.tags import selected
 from gpunode.roles.walk import walk
@@ -215,6 +216,11 @@ def plan_host(
         why = unavailable(ordered, catalogs, facts)
         if why:
             return HostPlan(host.name, refused=why)
+        moved = moved_dependencies(ordered, catalogs, facts)
+        ordered = tuple(
+            _also_install(c, more, host.apt.lock_timeout) if more else c
+            for c, more in zip(ordered, moved, strict=True)
+        )
     if any(targets(c) for c in ordered):  # each filesystem apt writes to, by the index's sizes
         if catalogs is None:
             catalogs = loaded(catalog, containers)
@@ -237,6 +243,15 @@ def plan_host(
         versions_on_host=pending,
         reads=tuple(reads),
     )
+
+
+def _also_install(change: Change, more: list[str], lock_timeout: int) -> Change:
+    """`change` with `more` (`name=version`) added to its apt transaction."""
+    steps = tuple(
+        install_step(lock_timeout, [*s.installs, *(q(m) for m in more)]) if s.installs else s
+        for s in change.steps
+    )
+    return replace(change, steps=steps, reason=f"{change.reason}; with {', '.join(more)}")
 
 
 def _once(get: CatalogFor | None) -> CatalogFor | None:

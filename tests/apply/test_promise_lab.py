@@ -108,9 +108,7 @@ def test_the_hosts_apt_refuses_it_when_the_controller_cannot_read_the_index(
     assert "gpunode-nvidia-driver" not in pref
 
 
-def test_580_to_590_applies_what_plan_accepted_and_converges(
-    midsync: Lab, tmp_path: Path
-) -> None:
+def test_580_to_590_applies_what_plan_accepted_and_converges(midsync: Lab, tmp_path: Path) -> None:
     """From 590 on the packages are unversioned and nvidia-driver-pinning-590 (versioned
     by branch, 590-1) keeps the branch: plan accepts the switch, apply makes it, with one
     reboot, and the next plan is empty."""

@@ -186,9 +186,18 @@ def test_a_controller_that_cannot_read_the_index_asks_the_hosts_apt(
 
     again = lab.gpunode("apply", str(inv), "--yes", "--json", "--limit", "lab-02", env=env)
     assert again.returncode == 0 and of(events(again.stdout), "change-started") == []
-    # a spec the installed version does not satisfy: planned from the host's apt
+    # a spec the installed version does not satisfy: planned from the host's apt, which
+    # has no dependencies to follow; apt's own resolver says what the plan lacks (the
+    # headers, installed at 9.14, that the 9.10 dev package needs at exactly 9.10)
     older = lab.inventory(tmp_path / "older", **{**stack, "cudnn": "9.10"})
     plan = lab.gpunode("plan", str(older), "--limit", "lab-02", env=env)
+    assert plan.returncode == 4, plan.stdout + plan.stderr
+    assert "apt's resolver refuses the plan" in plan.stdout
+    assert "Depends: libcudnn9-headers-cuda-12 (= 9.10.2.21-1)" in plan.stdout
+    # the controller's index has the dependencies: the plan names the headers and applies
+    plan = lab.gpunode("plan", str(older), "--limit", "lab-02")
     assert plan.returncode == 0, plan.stdout + plan.stderr
-    assert "libcudnn9-cuda-12=9.10.2.21-1" in plan.stdout
-    assert "(read by the host's apt, apt-cache madison)" in plan.stdout
+    assert "libcudnn9-headers-cuda-12=9.10.2.21-1" in plan.stdout
+    code, evs = apply(lab, older, "--limit", "lab-02")
+    assert code == 0, [(e["host"], e["message"]) for e in of(evs, "host-finished")]
+    assert packages(older, "lab-02")["libcudnn9-headers-cuda-12"][0] == "9.10.2.21-1"

@@ -76,7 +76,7 @@ BAD = [
     (
         'driver: {branch: "580"}\n'
         'conda: {tos: accept, envs: {t: {pytorch: "2.7.9", torchvision: true}}}',
-        'PyTorch 2.7.9 is not a release: 2.7 has 2.7.0, 2.7.1 (pip would find no such torch, '
+        "PyTorch 2.7.9 is not a release: 2.7 has 2.7.0, 2.7.1 (pip would find no such torch, "
         'nor a torchvision for it): use pytorch: "2.7.1"',
     ),
     (

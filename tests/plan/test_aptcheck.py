@@ -29,10 +29,10 @@ URL = "http://127.0.0.1:8080/cuda/repos/ubuntu2404/x86_64/"
 
 
 @cache
-def lab_index(mirror: str) -> Catalog:
-    """The Packages index the lab serves for Ubuntu 24.04 from this kind of mirror."""
+def lab_index(mirror: str, distro: str = "ubuntu2404") -> Catalog:
+    """The Packages index the lab serves for an Ubuntu release from this kind of mirror."""
     text = "\n".join(control_text(p.control_fields()) for p in lab_catalog.packages_for(
-        "ubuntu2404", mirror))  # fmt: skip
+        distro, mirror))  # fmt: skip
     index = parse_packages(text)
     return IndexCatalog(FetchedIndex(URL, URL + "Packages", index, FETCHED, 0.0))
 
@@ -131,3 +131,24 @@ def test_a_converged_550_host_reads_no_index() -> None:
     host = host_from(STACK.replace('    cudnn: "9"\n', "").replace('    nccl: "2.21"\n', ""))
     facts = with_packages(driver_550("550.127.05"), cuda_toolkit_12_4="12.4.1-1")
     assert plan_host(host, facts, probes=NO_SYSTEMD, catalog=untouched).refused is None
+
+
+def test_an_older_release_names_the_installed_dependency_apt_would_not_move() -> None:
+    """cuDNN 9.14 installed, 9.10 wanted: libcudnn9-dev-cuda-12 9.10 depends on the headers
+    at exactly 9.10, which apt leaves at 9.14 unless they are named."""
+    host = host_from(stack(**{'cudnn: "9"': 'cudnn: "9.10"', '    nccl: "2.21"\n': ""}))
+    v = "9.14.0.64-1"
+    facts = with_packages(
+        fresh_facts("22.04"),
+        libcudnn9_cuda_12=v,
+        libcudnn9_dev_cuda_12=v,
+        libcudnn9_headers_cuda_12=v,
+        cuda_toolkit_12_4="12.4.1-1",
+    )
+    plan = plan_host(
+        host, facts, probes=NO_SYSTEMD, catalog=lambda: lab_index("full", "ubuntu2204")
+    )
+    assert plan.refused is None, plan.refused
+    installs = [t for c in plan.changes for s in c.steps for t in s.installs]
+    assert "libcudnn9-headers-cuda-12=9.10.2.21-1" in installs, installs
+    assert "libcudnn9-dev-cuda-12=9.10.2.21-1" in installs
