@@ -9,9 +9,9 @@ from gpunode.reference import COMMAND, pages
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
+    if len(argv) != 1 or argv[0].startswith("-"):  # `--help` is no folder to write into
         print(f"usage: {COMMAND}", file=sys.stderr)
-        return 2
+        return 0 if argv[:1] in (["-h"], ["--help"]) else 2
     docs = Path(argv[0])
     stale = docs / "commands"
     for old in stale.glob("*.md") if stale.is_dir() else []:
