@@ -239,8 +239,8 @@ class HostRun:
         """apt's own resolver on the plan's packages, under the preferences the plan will
         write, before anything changes (gpunode.plan.simulate); a refusal refuses the host.
         `update` (apply): the lists are read first, as the transaction will. Without it
-        (plan, --check) the host's lists may predate a release: only a dependency apt
-        cannot meet refuses, anything else is a note."""
+        (plan, --check) the host's lists may predate a release: apt not finding a version
+        or package is a note (apply reads the lists first); anything else refuses."""
         if plan.refused or simulate.configures_sources(plan.changes):
             return plan  # the transaction itself asks apt, once the sources are there
         cmd = simulate.command(plan.changes, self.host.apt.lock_timeout, update=update)
@@ -253,7 +253,7 @@ class HostRun:
             return plan
         lines = simulate.reasons(res.stdout, res.stderr)
         said = " | ".join(lines) or f"exit {res.exit_code}"
-        if update or any("Depends:" in ln or "broken packages" in ln for ln in lines):
+        if update or not simulate.stale_lists(lines):
             why = f"apt's resolver refuses the plan, nothing was changed (apt-get -s): {said}"
             return replace(plan, changes=(), hooks=(), refused=why)
         note = f"apt-get -s on the host's current lists: {said}; apply reads them again first"

@@ -91,3 +91,17 @@ def reasons(stdout: str, stderr: str) -> list[str]:
     return list(dict.fromkeys(out)) or [
         line for line in (stderr or stdout).strip().splitlines()[-3:] if line.strip()
     ]
+
+
+# What apt says when its lists predate what the plan asks for: `apt-get update` may mend it.
+_STALE = ("was not found", "Unable to locate package", "has no installation candidate")
+
+
+def stale_lists(reasons: list[str]) -> bool:
+    """apt refused only for versions or packages its lists do not have (yet)."""
+    errors = [r for r in reasons if r.startswith("E:")]
+    return (
+        bool(errors)
+        and all(any(s in r for s in _STALE) for r in errors)
+        and not any(": Depends:" in r or ": Conflicts:" in r or ": Breaks:" in r for r in reasons)
+    )

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SLOT, Lab, apply, of, on_host, packages, slot_net, start_lab
+from conftest import SLOT, Lab, apply, fresh, of, on_host, packages, slot_net, start_lab
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -49,10 +49,13 @@ def inventory(lab: Lab, tmp: Path) -> Path:
     return path
 
 
-def watched(lab: Lab) -> dict[str, str]:
+def watched(lab: Lab, host: str = HOST) -> dict[str, str]:
     """What gpunode's change would touch; the run's host lock aside (it takes one)."""
-    tree = lab.tree(HOST).items()
+    tree = lab.tree(host).items()
     return {k: v for k, v in tree if k.startswith(WATCHED) and "gpunode/locks/" not in k}
+
+
+OLDER_570 = ("nvidia-open-570=570.133.20-1", "libnvidia-compute-570=570.133.20-0ubuntu1")
 
 
 @pytest.fixture(scope="module")
@@ -129,3 +132,21 @@ def test_580_to_590_applies_what_plan_accepted_and_converges(midsync: Lab, tmp_p
     assert on_host(inv, HOST, "cat /sys/module/nvidia/version").strip() == "590.44.01"
     code, evs = apply(lab, inv)
     assert code == 0 and of(evs, "change-started") == []
+
+
+def test_what_apt_would_refuse_at_apply_plan_refuses_too(lab: Lab, tmp_path: Path) -> None:
+    """570 installed by hand (every package marked manual, none held), 580.95.05 pinned:
+    apt cannot switch branches while the 570 packages stay (their DKMS packages conflict).
+    Found by the agreement property (plan said 0, apply failed); plan now refuses with
+    apt's own lines, and apply refuses alike, touching nothing."""
+    fresh(lab, "lab-02")  # the full repository
+    out = lab.gpunode("lab", "install", "lab-02", *OLDER_570, "--reboot")
+    assert out.returncode == 0, out.stderr
+    inv = lab.inventory(tmp_path, **{**NO_STACK, "driver": {"version": "580.95.05", "hold": False}})
+    before = watched(lab, "lab-02")
+    plan = lab.gpunode("plan", str(inv), "--limit", "lab-02")
+    assert plan.returncode == 4, plan.stdout + plan.stderr
+    assert "Conflicts: nvidia-dkms-580-open" in plan.stdout, plan.stdout
+    code, evs = apply(lab, inv, "--limit", "lab-02")
+    assert code == 4 and of(evs, "change-started") == []
+    assert watched(lab, "lab-02") == before
