@@ -65,7 +65,7 @@ def unavailable(
     """Why apt would refuse a transaction of `changes`, as far as the indexes tell; or None."""
     for change in changes:
         for t in targets(change):
-            cat = next((c for c in catalogs if c.versions(t.name)), None)
+            cat = _catalog_for(catalogs, t.name)
             if cat is None:
                 continue
             taken = taken_version(cat, t)
@@ -99,16 +99,12 @@ def moved_dependencies(
         asked = {t.name for t in targets(change)}
         extra: dict[str, str] = {}
         for t in targets(change):
-            cat = next((c for c in catalogs if c.versions(t.name)), None)
-            if cat is None or not t.version:
+            cat = _catalog_for(catalogs, t.name)
+            taken = taken_version(cat, t) if cat is not None and t.version else None
+            if cat is None or taken is None:
                 continue
-            offered = cat.versions(t.name)
-            matching = sorted((v for v in offered if version_matches(v, t.version)), key=debian_key)
-            if not matching:
-                continue
-            if getattr(cat, "depends", None) is None:
-                continue  # the host's apt-cache madison: no dependencies to follow
-            reached = _walk(cat, t.name, matching[-1], facts, ranged=False)[0][1:]
+            # (a catalog without Depends, the host's apt-cache madison, reaches no further)
+            reached = _walk(cat, t.name, taken, facts, ranged=False)[0][1:]
             for dep, want in reached:
                 have = facts.package(dep)
                 newest = max(cat.versions(dep), key=debian_key)  # apt's candidate
@@ -116,6 +112,11 @@ def moved_dependencies(
                     extra[dep] = want
         out.append([f"{n}={v}" for n, v in extra.items()])
     return out
+
+
+def _catalog_for(catalogs: Sequence[Catalog], name: str) -> Catalog | None:
+    """The first index that publishes `name`; None for a package none carries."""
+    return next((c for c in catalogs if c.versions(name)), None)
 
 
 def taken_version(cat: Catalog, t: Target) -> str | None:
