@@ -24,7 +24,6 @@ them as JSON with --out. Exits 1 when any kill did not converge. Needs root (the
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import random
@@ -58,23 +57,10 @@ NOT_GPUNODE = ("etc/gpunode-lab/", "etc/hostname", "etc/hosts", "etc/machine-id"
 
 def tree(lab: Path, host: str) -> dict[str, str]:
     """sha256 (or link target) of every file the host has written, noise aside."""
-    root = lab / "disk" / "hosts" / host / "upper"
-    out: dict[str, str] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in filenames + [d for d in dirnames if os.path.islink(f"{dirpath}/{d}")]:
-            full = os.path.join(dirpath, name)
-            rel = os.path.relpath(full, root)
-            if rel.startswith(NOT_GPUNODE):
-                continue
-            st = os.lstat(full)
-            if os.path.islink(full):
-                out[rel] = "-> " + os.readlink(full)
-            elif os.path.isfile(full):
-                with open(full, "rb") as fh:
-                    out[rel] = f"{st.st_mode:o} " + hashlib.sha256(fh.read()).hexdigest()
-            else:
-                out[rel] = f"special {st.st_mode:o}"
-    return out
+    from gpunode_lab.state import LabPaths
+    from gpunode_lab.written import written
+
+    return written(LabPaths(lab).host(host).upper, NOT_GPUNODE)
 
 
 def on_host(inv: Path, host: str, command: str) -> str:

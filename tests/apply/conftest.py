@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -69,24 +68,9 @@ class Lab:
 
     def tree(self, host: str) -> dict[str, str]:
         """sha256 (or link target) of every file the host has written, login noise aside."""
-        root = self.upper(host)
-        out: dict[str, str] = {}
-        for dirpath, dirnames, filenames in os.walk(root):
-            rel_dir = os.path.relpath(dirpath, root)
-            for name in filenames + [d for d in dirnames if os.path.islink(f"{dirpath}/{d}")]:
-                rel = os.path.normpath(os.path.join(rel_dir, name))
-                if rel.startswith(LOGIN_NOISE):
-                    continue
-                full = os.path.join(dirpath, name)
-                st = os.lstat(full)
-                if os.path.islink(full):
-                    out[rel] = "-> " + os.readlink(full)
-                elif os.path.isfile(full):
-                    with open(full, "rb") as fh:
-                        out[rel] = f"{st.st_mode:o} " + hashlib.sha256(fh.read()).hexdigest()
-                else:
-                    out[rel] = f"special {st.st_mode:o}"
-        return out
+        from gpunode_lab.written import written
+
+        return written(self.upper(host), LOGIN_NOISE)
 
 
 EVENT_WORDS = {*EVENT_NAMES.values(), "recap"}
