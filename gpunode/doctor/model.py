@@ -15,7 +15,7 @@ class Finding:
     """One rule's verdict on one host."""
 
     rule: str
-    """The rule's id (`gpu.xid`): README's findings table names each."""
+    """The rule's id (`gpu.xid`): docs/troubleshooting.md's findings table names each."""
     severity: Severity
     title: str
     evidence: str
