@@ -22,11 +22,13 @@ else:  # the same module, from PyPI
     import tomli as tomllib
 
 FILE_NAME = "gpunode.toml"
-KEYS = ("inventory", "forks", "state_dir", "ssh_transport")
+KEYS = ("inventory", "forks", "state_dir", "ssh_transport", "allow_ssh_commands", "allow_file_dirs")
 ENV = {
     "inventory": "GPUNODE_INVENTORY",
     "state_dir": "GPUNODE_STATE_DIR",
     "ssh_transport": "GPUNODE_SSH_TRANSPORT",
+    "allow_ssh_commands": "GPUNODE_ALLOW_SSH_COMMANDS",
+    "allow_file_dirs": "GPUNODE_ALLOW_FILE_DIRS",
 }
 """Environment variables of the settings that are no command's option (forks is one:
 GPUNODE_<COMMAND>_FORKS, as click names it)."""
@@ -35,7 +37,12 @@ BUILTIN = {
     "forks": "every selected host, up to 50",
     "state_dir": "the platform's user state directory",
     "ssh_transport": "paramiko (unless the inventory sets ssh.transport)",
+    "allow_ssh_commands": False,
+    "allow_file_dirs": "the inventory's folder only",
 }
+CONTROLLER_ONLY = ("allow_ssh_commands", "allow_file_dirs")
+"""What an inventory may do to the controller: only the user's own file (or the environment)
+says, never a gpunode.toml beside an inventory, which the inventory's author may write."""
 
 
 FROM_FILES: set[str] = set()
@@ -72,7 +79,8 @@ def export_unset(settings: Settings) -> None:
     variable: set it from the files when the environment has none."""
     for key, env in ENV.items():
         if key != "inventory" and key in settings.values and not os.environ.get(env):
-            os.environ[env] = str(settings.values[key])
+            value = settings.values[key]
+            os.environ[env] = os.pathsep.join(value) if isinstance(value, list) else str(value)
             FROM_FILES.add(env)
 
 
@@ -102,6 +110,12 @@ def load(inventory: str | None) -> Settings:
 def _merge(settings: Settings, files: list[Path]) -> None:
     for path in files:
         for key, value in read(path).items():
+            if key in CONTROLLER_ONLY and path != user_file():
+                raise ConfigError(
+                    f"{path}:{_line(path.read_text(encoding='utf-8'), key)}: {key}: only your "
+                    f"own {user_file()} (or {ENV[key]}) may set it, not a file beside an "
+                    "inventory: move it there"
+                )
             if key == "inventory":
                 # relative to the file that names it, not to the working directory
                 value = str((path.parent / str(value)).resolve()) if value else value

@@ -19,3 +19,9 @@ class FileSettings(BaseModel):
     """Where run records go (GPUNODE_STATE_DIR)."""
     ssh_transport: Literal["paramiko", "openssh"] | None = None
     """`ssh.transport` for hosts whose inventory sets none."""
+    allow_ssh_commands: bool | None = None
+    """Inventories may make ssh run commands on this machine (ProxyCommand, `Match exec`
+    ...); only the user's own file may set it."""
+    allow_file_dirs: list[str] | None = None
+    """Folders besides an inventory's own that its files (requirements_file ...) may be in;
+    only the user's own file may set it."""

@@ -12,6 +12,8 @@ import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from gpunode.inventory import sshcommands
+
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _HOSTNAME = re.compile(rf"\A{_LABEL}(?:\.{_LABEL})*\.?\Z")
 # RFC 3986's characters: no space, quote, backslash, backtick, braces or controls.
@@ -190,11 +192,31 @@ _RESERVED_OPTIONS = {
 
 
 def ssh_option_name(value: str) -> str:
-    if not re.fullmatch(r"[A-Za-z]+", value):
+    if not re.fullmatch(r"[A-Za-z0-9]+", value) or not value[0].isalpha():
         raise ValueError(f"{value!r} is not an ssh option name: letters only, as ssh_config(5)")
     why = _RESERVED_OPTIONS.get(value.lower())
     if why:
         raise ValueError(f"{value} cannot be set in ssh.options: {why}")
+    runs = sshcommands.COMMAND_KEYWORDS.get(value.lower())
+    if runs and not sshcommands.allowed():
+        raise ValueError(f"{value} cannot be set in ssh.options: it {runs}: {sshcommands.FIX}")
+    return value
+
+
+def ssh_options(options: dict[str, str | int]) -> dict[str, str | int]:
+    """The options together: a ProxyJump is a `-J` spec like ssh.proxy_jump (OpenSSH hands
+    it to a shell as part of its own proxy command)."""
+    for name, value in options.items():
+        if name.lower() == "proxyjump":
+            proxy_jump(str(value))
+    return options
+
+
+def ssh_config_file(value: str) -> str:
+    """A controller file whose lines (and Includes) run no command on the controller."""
+    why = sshcommands.refusal(value)
+    if why:
+        raise ValueError(why)
     return value
 
 

@@ -37,8 +37,10 @@ from gpunode.inventory.checks import (
     spec_file,
     spec_file_text,
     ssh_option_name,
+    ssh_config_file,
     ssh_option_value,
 )
+    ssh_options,
 from gpunode.inventory.text import bad_strings
 
 # Patterns are Python `re` (Strict sets the engine): `[0-9]`, not `\d`, which matches any
@@ -77,6 +79,7 @@ JumpSpec = Annotated[str, AfterValidator(proxy_jump)]
 SshOptionName = Annotated[str, AfterValidator(ssh_option_name)]
 SshOptionValue = Annotated[str | int, AfterValidator(ssh_option_value)]
 
+SshConfigFile = Annotated[str, AfterValidator(ssh_config_file)]
 PATTERN_HINTS = {
     NAME: "a name: letters, digits, `_`, `.` and `-`, starting with a letter or digit",
     LOGIN_NAME: "a login name: letters, digits, `_`, `.` and `-`, starting with a letter "
@@ -167,8 +170,11 @@ class SshSettings(Strict):
     added on first contact; a changed key is refused either way."""
     known_hosts_file: str = "~/.ssh/known_hosts"
     """The known_hosts file host keys are checked against (and added to, with accept-new)."""
-    config_file: str | None = "~/.ssh/config"
-    """The ssh config file read for HostName, User, Port, IdentityFile and ProxyJump; null: none."""
+    config_file: SshConfigFile | None = "~/.ssh/config"
+    """The ssh config file read for HostName, User, Port, IdentityFile and ProxyJump; null: none.
+    A file other than your own ~/.ssh/config whose lines (or Includes) run commands on the
+    controller (ProxyCommand, LocalCommand, KnownHostsCommand, `Match exec`, ...) is refused
+    unless this machine allows it (`allow_ssh_commands` in your own gpunode.toml)."""
     connect_timeout: Annotated[float, Field(gt=0)] = 10.0
     """Seconds to wait for the TCP connection and the SSH login."""
     command_timeout: Annotated[float, Field(gt=0)] = 1800.0
@@ -185,9 +191,13 @@ class SshSettings(Strict):
     proxy_jump: JumpSpec | None = None
     """Jump hosts, as `ssh -J`: `[user@]host[:port]`, comma-separated; wins over ProxyJump
     in the ssh config."""
-    options: dict[SshOptionName, SshOptionValue] = Field(default_factory=dict)
-    """Extra `-o Name=value` options for the openssh transport. Options that run commands
-    (ProxyCommand, LocalCommand, KnownHostsCommand) run them on the controller."""
+    options: Annotated[dict[SshOptionName, SshOptionValue], AfterValidator(ssh_options)] = Field(
+        default_factory=dict
+    )
+    """Extra `-o Name=value` options for the openssh transport. Options that would run
+    commands or load code on the controller (ProxyCommand, LocalCommand, KnownHostsCommand,
+    Include, PKCS11Provider, ...) are refused unless this machine allows them
+    (`allow_ssh_commands` in your own gpunode.toml, or GPUNODE_ALLOW_SSH_COMMANDS=1)."""
 
 
 Sha256 = Annotated[str, StringConstraints(pattern=r"\A[0-9a-f]{64}\Z")]

@@ -28,6 +28,7 @@ import time
 from collections.abc import Sequence
 from functools import partial
 
+from gpunode.inventory import sshcommands
 from gpunode.inventory.model import SshSettings
 from gpunode.transport.base import (
     CommandResult,
@@ -145,6 +146,11 @@ class OpenSSHTransport:
             try:
                 res = self._ssh("-G", timeout=30)
             except subprocess.TimeoutExpired:
+            # checked again here: `ssh -G` already runs a config's `Match exec`
+            if s.config_file is not None and "config_file" in s.model_fields_set:
+                why = sshcommands.refusal(s.config_file)
+                if why:
+                    raise HostUnreachableError(f"ssh config for {self.address}: {why}")
                 raise HostUnreachableError(f"ssh -G {self.address} did not finish") from None
             if res.returncode != 0:
                 said = " ".join(res.stderr.split())[:300]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from gpunode.inventory import sshcommands
 from gpunode.inventory.model import SshSettings
 from gpunode.transport._paramiko import allow_match_exec, paramiko
 
@@ -34,6 +35,10 @@ def load_config(path: str | None) -> paramiko.SSHConfig | None:
     full = os.path.expanduser(path)
     if not os.path.exists(full):
         return None
+    # checked again where paramiko would run a `Match exec` of a file the inventory named
+    why = sshcommands.refusal(path)
+    if why:
+        raise ValueError(why)
     allow_match_exec()
     return paramiko.SSHConfig.from_path(full)
 

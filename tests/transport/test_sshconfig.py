@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -39,5 +40,6 @@ def test_match_exec_still_runs_once_a_config_is_read(tmp_path: Path) -> None:
         text=True,
         stdin=subprocess.DEVNULL,
         check=True,
+        env={**os.environ, "GPUNODE_ALLOW_SSH_COMMANDS": "1"},  # not the user's own config
     )
     assert out.stdout.split() == ["127.0.0.21", "gpu-b"]
