@@ -71,4 +71,12 @@ inside 'cd / && gpunode check /src/gpunode/inventories/lab.yaml'
 inside 'gpunode schema >/tmp/schema.json && python3 -c "import json; json.load(open(\"/tmp/schema.json\"))"'
 inside 'gpunode lab --help >/dev/null'  # the lab, a distribution of its own, added its command
 
+step "the README's install lines, from the checkout (tests/test_docs_agree.py keeps them the same)"
+inside 'DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends pipx >/dev/null'
+inside 'cd /src/gpunode && export PIPX_HOME=/tmp/pipx-a PIPX_BIN_DIR=/tmp/pipx-a/bin
+  pipx install . >/dev/null && /tmp/pipx-a/bin/gpunode --version'
+inside 'cd /src/gpunode && export PIPX_HOME=/tmp/pipx-b PIPX_BIN_DIR=/tmp/pipx-b/bin
+  python3 -m venv /tmp/b && /tmp/b/bin/pip wheel --no-deps -w dist .
+  pipx install dist/gpunode-*.whl >/dev/null && /tmp/pipx-b/bin/gpunode --version'
+
 step "fresh-check passed"

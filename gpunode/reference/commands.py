@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import click
 
-from gpunode.exitcodes import table
+from gpunode.exitcodes import ExitCode, table
 
 EXAMPLES: dict[str, list[str]] = {
     "check": ["gpunode check inventories/lab.yaml", "gpunode check cluster.yaml --limit h100"],
@@ -22,7 +22,9 @@ EXAMPLES: dict[str, list[str]] = {
     "facts": ["gpunode facts inventories/lab.yaml --limit 'gpu-*' --json"],
     "plan": [
         "gpunode plan inventories/lab.yaml",
-        "gpunode plan inventories/lab.yaml --detailed-exitcode   # 3: changes pending",
+        "gpunode plan inventories/lab.yaml --detailed-exitcode"
+        f"   # {int(ExitCode.PENDING)}: changes pending",
+        "gpunode plan cluster.yaml --out cluster.plan   # then: gpunode apply cluster.plan",
     ],
     "apply": [
         "gpunode apply inventories/lab.yaml",
@@ -30,6 +32,16 @@ EXAMPLES: dict[str, list[str]] = {
         "gpunode apply cluster.yaml --serial 4 --max-fail 25 --yes --no-tui",
     ],
     "report": ["gpunode report", "gpunode report --list"],
+    "doctor": [
+        "gpunode doctor inventories/lab.yaml",
+        "gpunode doctor cluster.yaml --limit gpu-h100-01 --json",
+    ],
+    "envs": ["gpunode envs inventories/lab.yaml --limit lab-01 > envs-lab-01.yml"],
+    "cost": [
+        "gpunode cost inventories/lab.yaml",
+        "gpunode cost cluster.yaml --work 1e6 --hours 24 --budget 2000",
+    ],
+    "config": ["gpunode config", "gpunode config inventories/lab.yaml --json"],
     "smoke": ["gpunode smoke inventories/lab.yaml --only nccl-allreduce"],
     "top": ["gpunode top inventories/lab.yaml"],
     "exporter": [
