@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 OutputCallback = Callable[[Literal["stdout", "stderr"], str], None]
+Direction = Literal["to-host", "from-host"]
+"""A forward's direction: the controller listens and the host is reached ("to-host", as
+`ssh -L`), or the host listens and the controller is reached ("from-host", as `ssh -R`)."""
 
 
 class TransportError(Exception):
@@ -88,5 +91,14 @@ class Transport(Protocol):
     def put(self, data: bytes, path: str, *, mode: int = 0o644, sudo: bool = False) -> None: ...
 
     def get(self, path: str, *, sudo: bool = False) -> bytes: ...
+
+    def forward(self, direction: Direction, socket_path: str, port: int = 0) -> int:
+        """Join a unix socket on the controller and a TCP port on the host's loopback
+        (127.0.0.1) through this connection, until close(). "to-host": the controller
+        listens on `socket_path` (which must not exist yet) and each connection reaches the
+        host's 127.0.0.1:`port`. "from-host": the host listens on 127.0.0.1, on `port` or
+        (0) on a free port it picks, and each connection reaches `socket_path`. Returns the
+        host's port. Raises TransportError when the host refuses (AllowTcpForwarding)."""
+        ...
 
     def close(self) -> None: ...

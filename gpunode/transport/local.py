@@ -9,10 +9,11 @@ import socket
 import tempfile
 from collections.abc import Sequence
 
-from gpunode.transport.base import CommandResult, OutputCallback, TransportError
+from gpunode.transport.base import CommandResult, Direction, OutputCallback, TransportError
 from gpunode.transport.become import prepare, read_with_sudo
 from gpunode.transport.driver import drive
 from gpunode.transport.pipes import PipeProcess
+from gpunode.transport.relay import Relay, loopback_dialer, unix_dialer, unix_listener
 from gpunode.transport.secret import Secret
 
 
@@ -29,12 +30,31 @@ class LocalTransport:
         self.name = name
         self._password = become_password
         self._timeout = command_timeout
+        self._relay: Relay | None = None
 
     def connect(self) -> None:
         pass
 
     def close(self) -> None:
-        pass
+        if self._relay is not None:
+            self._relay.close()
+            self._relay = None
+
+    def forward(self, direction: Direction, socket_path: str, port: int = 0) -> int:
+        """The host is this machine: the same pumps as paramiko's, without SSH."""
+        self._relay = self._relay or Relay()
+        if direction == "to-host":
+            self._relay.serve(unix_listener(socket_path), loopback_dialer(port))
+            return port
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            listener.bind(("127.0.0.1", port))
+        except OSError as exc:
+            listener.close()
+            raise TransportError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}") from None
+        listener.listen(64)
+        self._relay.serve(listener, unix_dialer(socket_path))
+        return int(listener.getsockname()[1])
 
     def run(
         self,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpunode.transport.base import CommandResult, OutputCallback, Transport
+from gpunode.transport.base import CommandResult, Direction, OutputCallback, Transport
 
 
 class NoBecome:
@@ -35,6 +35,9 @@ class NoBecome:
 
     def get(self, path: str, *, sudo: bool = False) -> bytes:
         return self.inner.get(path)
+
+    def forward(self, direction: Direction, socket_path: str, port: int = 0) -> int:
+        return self.inner.forward(direction, socket_path, port)
 
     def close(self) -> None:
         self.inner.close()

@@ -32,6 +32,7 @@ from gpunode.inventory import sshcommands
 from gpunode.inventory.model import SshSettings
 from gpunode.transport.base import (
     CommandResult,
+    Direction,
     HostUnreachableError,
     OutputCallback,
     TransportError,
@@ -96,10 +97,13 @@ class OpenSSHTransport:
         # never an askpass program: BatchMode covers this connection, not ProxyJump hops
         return {**child_env(), "SSH_ASKPASS_REQUIRE": "never"}
 
-    def _ssh(self, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    def _ssh(
+        self, *args: str, timeout: float, forwards: bool = False
+    ) -> subprocess.CompletedProcess[str]:
         """`ssh OPTIONS args -- address` run to completion (killed at `timeout`)."""
         cmd = self._command()
-        argv = [*cmd.argv(*args, login_user=self._login_user), *cmd.destination()]
+        argv = [*cmd.argv(*args, login_user=self._login_user, forwards=forwards)]
+        argv += cmd.destination()
         proc = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
@@ -276,6 +280,36 @@ class OpenSSHTransport:
         if not res.ok:
             raise TransportError(f"cannot read {path} on {self.name}: {res.stderr.strip()}")
         return base64.b64decode(res.stdout)
+
+    # -- forwards ---------------------------------------------------------------------------
+
+    def forward(self, direction: Direction, socket_path: str, port: int = 0) -> int:
+        """`ssh -O forward -L` or `-R` on the master: OpenSSH carries the connections (the
+        socket it makes is 0600, StreamLocalBindMask); they end with the master."""
+        self.connect()
+        spec = (
+            ("-L", f"{socket_path}:127.0.0.1:{port}")
+            if direction == "to-host"
+            else ("-R", f"127.0.0.1:{port}:{socket_path}")
+        )
+        try:
+            res = self._ssh(
+                "-o", "LogLevel=ERROR", "-O", "forward", *spec, timeout=30, forwards=True
+            )
+        except subprocess.TimeoutExpired:
+            raise TransportError(f"ssh -O forward to {self.name} did not finish") from None
+        said = " ".join(res.stderr.split())[:300]
+        if res.returncode != 0:
+            raise TransportError(
+                f"{self.name} refused to forward {' '.join(spec)} (sshd's AllowTcpForwarding, "
+                f"or the port is taken): {said or f'ssh exited {res.returncode}'}"
+            )
+        if direction == "from-host" and port == 0:
+            allocated = res.stdout.strip()
+            if not allocated.isdigit():
+                raise TransportError(f"ssh -O forward to {self.name} named no port: {said}")
+            return int(allocated)
+        return port
 
     # -- teardown ---------------------------------------------------------------------------
 

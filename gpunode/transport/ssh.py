@@ -22,6 +22,7 @@ from gpunode.inventory.model import SshSettings
 from gpunode.transport._paramiko import paramiko
 from gpunode.transport.base import (
     CommandResult,
+    Direction,
     HostUnreachableError,
     OutputCallback,
     TransportError,
@@ -38,6 +39,7 @@ from gpunode.transport.hostkeys import (
     known_hosts_name,
     policy_for,
 )
+from gpunode.transport.relay import Relay, unix_dialer, unix_listener
 from gpunode.transport.secret import Secret
 from gpunode.transport.sshconfig import Endpoint, load_config, resolve
 
@@ -115,6 +117,7 @@ class SSHTransport:
         """sudo'ed commands run on a terminal: set by become_pty, or once sudo asked for one."""
         self._clients: list[paramiko.SSHClient] = []  # jump hops first, the host last
         self._sftp: paramiko.SFTPClient | None = None
+        self._relay: Relay | None = None
         self._lock = threading.Lock()
         self.endpoint: Endpoint | None = None
         self.connections_opened = 0
@@ -371,9 +374,41 @@ class SSHTransport:
         except OSError as exc:
             raise TransportError(f"cannot read {path} on {self.name}: {exc}") from None
 
+    # -- forwards ---------------------------------------------------------------------------
+
+    def forward(self, direction: Direction, socket_path: str, port: int = 0) -> int:
+        """direct-tcpip channels ("to-host") or a tcpip-forward request ("from-host"), each
+        connection pumped by a Relay; they end with the connection."""
+        t = self._transport()
+        relay = self._relay = self._relay or Relay()
+        if direction == "to-host":
+
+            def dial() -> paramiko.Channel:
+                where = ("127.0.0.1", port)
+                return t.open_channel("direct-tcpip", where, ("127.0.0.1", 0), timeout=30)
+
+            relay.serve(unix_listener(socket_path), dial)
+            return port
+
+        def arrived(channel: paramiko.Channel, *_: object) -> None:
+            # paramiko calls this in its own thread: join in another
+            join = partial(relay.join, channel, unix_dialer(socket_path))
+            threading.Thread(target=join, daemon=True).start()
+
+        try:
+            return int(t.request_port_forward("127.0.0.1", port, handler=arrived))
+        except (paramiko.SSHException, OSError) as exc:
+            raise TransportError(
+                f"{self.name} refused to forward 127.0.0.1:{port} to gpunode "
+                f"(sshd's AllowTcpForwarding, or the port is taken): {exc}"
+            ) from None
+
     # -- teardown ---------------------------------------------------------------------------
 
     def _close_clients(self) -> None:
+        if self._relay is not None:
+            self._relay.close()
+            self._relay = None
         if self._sftp is not None:
             with contextlib.suppress(Exception):
                 self._sftp.close()

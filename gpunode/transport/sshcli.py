@@ -48,10 +48,13 @@ class SshCommand:
             return []
         return ["-F", full]
 
-    def options(self, *, login_user: str | None = None, master: str = "auto") -> list[str]:
+    def options(
+        self, *, login_user: str | None = None, master: str = "auto", forwards: bool = False
+    ) -> list[str]:
         """Everything but the destination and the command. `login_user` is the user to
         pass when neither the inventory nor the ssh config names one; `master` is
-        ControlMaster: commands use `no`, so that only connect() starts a master."""
+        ControlMaster: commands use `no`, so that only connect() starts a master.
+        `forwards`: the `-L`/`-R` of an `-O forward` (ClearAllForwardings would drop them)."""
         s = self.settings
         explicit = s.model_fields_set
         argv = [
@@ -62,7 +65,7 @@ class SshCommand:
             *_o("BatchMode", "yes"),
             *_o("ForwardAgent", "no"),
             *_o("ForwardX11", "no"),
-            *_o("ClearAllForwardings", "yes"),
+            *_o("ClearAllForwardings", "no" if forwards else "yes"),
             *_o("StrictHostKeyChecking", "yes" if s.host_key_policy == "strict" else "accept-new"),
             *_o("ConnectTimeout", max(1, math.ceil(s.connect_timeout))),
         ]
@@ -83,9 +86,16 @@ class SshCommand:
             argv += _o(name, value)
         return argv
 
-    def argv(self, *args: str, login_user: str | None = None, master: str = "auto") -> list[str]:
+    def argv(
+        self,
+        *args: str,
+        login_user: str | None = None,
+        master: str = "auto",
+        forwards: bool = False,
+    ) -> list[str]:
         """`ssh OPTIONS [args...]`; callers append `--`, the destination and a command."""
-        return [self.binary, *self.options(login_user=login_user, master=master), *args]
+        options = self.options(login_user=login_user, master=master, forwards=forwards)
+        return [self.binary, *options, *args]
 
     def destination(self) -> list[str]:
         return ["--", self.address]
