@@ -20,7 +20,17 @@ REPO = Path(__file__).resolve().parent.parent
 # gpunode or a top-level module) or from a unit of a lower layer. Units of one layer do
 # not import each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("gpunode", "versions", "smivalues", "changes", "events", "records", "exitcodes", "memo"),
+    (
+        "gpunode",
+        "versions",
+        "smivalues",
+        "changes",
+        "events",
+        "records",
+        "exitcodes",
+        "memo",
+        "components",
+    ),
     ("inventory",),
     ("compat", "transport", "repoindex"),
     ("hostpool",),

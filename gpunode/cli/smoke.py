@@ -15,19 +15,11 @@ from gpunode.cli.options import (
     limit_option,
     no_tui_option,
 )
+from gpunode.components import CLI_TESTS
 from gpunode.exitcodes import ExitCode
 
-# Kept here (not imported from the runner) so `gpunode smoke --help` stays light.
-TESTS = (
-    "nvidia-smi",
-    "cuda-vectoradd",
-    "torch",
-    "torch-matmul",
-    "tensorflow",
-    "nccl-allreduce",
-    "tensorrt",
-    "nccl-multinode",
-)
+# The declaration alone (plain data), not the runner: `gpunode smoke --help` stays light.
+TESTS = CLI_TESTS
 
 
 @click.command()

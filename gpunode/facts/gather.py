@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from gpunode.compat.driver import driver_names
 from gpunode.compat.paths import measured
+from gpunode.components import dpkg_patterns
 from gpunode.events import Bus, FactsGathered, HostStatusChanged
 from gpunode.facts.model import HostFacts
 from gpunode.facts.parse import parse_facts
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 
 
 _PLAIN_PATH = re.compile(r"/[A-Za-z0-9._+/*-]*")
+_PACKAGE_PATTERN = re.compile(r"[a-z0-9][a-z0-9.+*-]*")
 
 
 @cache
@@ -48,6 +50,10 @@ def facts_command(
     argv = ["sh", "-c", script().decode(), "gpunode-facts"]
     if only_files:
         argv.append("--only-files")
+    for pattern in () if only_files else dpkg_patterns():
+        if not _PACKAGE_PATTERN.fullmatch(pattern):  # the script splits them on spaces
+            raise ValueError(f"not a dpkg-query package pattern: {pattern!r}")
+        argv += ["--package", pattern]
     for path in () if only_files else measured():
         if not _PLAIN_PATH.fullmatch(path):  # the script splits them on spaces
             raise ValueError(f"not a plain absolute path to measure: {path!r}")

@@ -1,6 +1,7 @@
 # gpunode facts: everything the planner needs, in one run. POSIX sh, no Python.
 # Every section is independent: a missing tool leaves its section empty.
-# Arguments: [--conda PREFIX]... [--file PATH]... [--df PATH]... [--only-files]
+# Arguments: [--conda PREFIX]... [--file PATH]... [--df PATH]... [--package PATTERN]...
+#   [--only-files]
 LC_ALL=C
 export LC_ALL
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/nvidia/bin:$PATH
@@ -10,6 +11,7 @@ only_files=""
 apt_names=""
 apt_kernel=""
 df_paths=""
+packages=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --conda) conda_prefixes="$conda_prefixes $2"; shift 2 ;;
@@ -18,6 +20,7 @@ $2"; shift 2 ;;
     --apt) apt_names="$apt_names $2"; shift 2 ;;
     --apt-kernel) apt_kernel="$apt_kernel $2"; shift 2 ;;
     --df) df_paths="$df_paths $2"; shift 2 ;;
+    --package) packages="$packages $2"; shift 2 ;;
     --only-files) only_files=1; shift ;;
     *) shift ;;
   esac
@@ -118,11 +121,12 @@ else
 fi
 section packages
 if have dpkg-query; then
-  dpkg-query -W -f '${Package}\t${Version}\t${Status}\n' 'nvidia*' 'libnvidia*' 'cuda*' \
-    'libcuda*' 'libcudnn*' 'libnccl*' 'xserver-xorg-video-nouveau' 'linux-headers-*' \
-    'linux-modules-nvidia*' 'linux-objects-nvidia*' 'linux-signatures-nvidia*' \
-    'libnvinfer*' 'libnvonnxparsers*' 'tensorrt*' 'python3-libnvinfer*' \
-    'dkms' 'mokutil' 2>/dev/null | grep -v '	not-installed$' | grep -v 'ok not-installed$'
+  # the stack components' patterns (gpunode.components), for dpkg to expand, not the shell
+  set -f
+  # shellcheck disable=SC2086
+  dpkg-query -W -f '${Package}\t${Version}\t${Status}\n' $packages \
+    2>/dev/null | grep -v '	not-installed$' | grep -v 'ok not-installed$'
+  set +f
 fi
 section apt-sources
 for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do

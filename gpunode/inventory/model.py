@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -26,6 +26,7 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
+from gpunode.components import SUITE_TESTS
 from gpunode.inventory.checks import (
     bin_dir,
     conda_channel,
@@ -342,6 +343,10 @@ class CondaEnv(Strict):
     requirements_file: SpecFile | None = None
     """A requirements.txt (path relative to the inventory) applied with `pip install -r`
     whenever its content changes."""
+    secret: bool = False
+    """The env's files hold a secret (a token in an index URL): they may be files only you
+    can read, are written 0600 on the hosts, and their content is never shown (`--diff`)
+    or kept in run records. A file not world-readable is refused without it."""
     _texts: dict[str, str] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
@@ -352,7 +357,7 @@ class CondaEnv(Strict):
         for key in ("environment_file", "requirements_file"):
             rel = getattr(self, key)
             if rel is not None and base is not None:
-                self._texts[key] = spec_file_text(Path(base), rel)
+                self._texts[key] = spec_file_text(Path(base), rel, secret=self.secret)
         return self
 
     @property
@@ -369,7 +374,12 @@ class CondaEnv(Strict):
     def spec_files(self) -> list[dict[str, str]]:
         """The env's declaring files as {kind, text, sha256}, for the conda role."""
         return [
-            {"kind": kind, "text": text, "sha256": hashlib.sha256(text.encode()).hexdigest()}
+            {
+                "kind": kind,
+                "text": text,
+                "sha256": hashlib.sha256(text.encode()).hexdigest(),
+                "mode": "0600" if self.secret else "0644",
+            }
             for kind, text in (
                 ("environment", self.environment_text),
                 ("requirements", self.requirements_text),
@@ -436,16 +446,10 @@ class Gpus(Strict):
         return self
 
 
-SmokeTest = Literal[
-    "nvidia-smi",
-    "cuda-vectoradd",
-    "torch",
-    "torch-matmul",
-    "tensorflow",
-    "nccl-allreduce",
-    "containers",
-    "tensorrt",
-]
+if TYPE_CHECKING:
+    SmokeTest = str
+else:  # the suite's tests as gpunode.components declares them
+    SmokeTest = Literal[SUITE_TESTS]
 
 
 ContainerImage = Annotated[

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from gpunode.compat import TEMPLATE_FUNCTIONS
+from gpunode.components import COMPONENTS, PRELUDE
 from gpunode.facts.model import HostFacts
 from gpunode.inventory.model import Host
 from gpunode.resolve import Resolved
@@ -28,31 +29,19 @@ _COMPAT = SimpleNamespace(**TEMPLATE_FUNCTIONS)
 
 
 def builtin_roles(host: Host) -> list[str]:
-    """The built-in roles a stack asks for, in the order they must run."""
-    s = host.stack
+    """The built-in roles a stack asks for, in the order they must run: the prelude while a
+    component from NVIDIA's repository is declared, then each declared component's role in
+    the declaration's order (gpunode.components), then the stack's extra roles."""
+    declared = [c for c in COMPONENTS if getattr(host.stack, c.field)]
     names = []
-    if s.driver or s.cuda or s.cudnn or s.nccl:
+    if any(c.repository == "nvidia" for c in declared):
         # first: no unattended upgrade moves the stack while it is being installed
-        names.append("unattended_upgrades")
-    if host.repos.nvidia and (s.driver or s.cuda or s.cudnn or s.nccl):
-        names.append("nvidia_repo")
-    if s.driver:
-        names.append("driver")
-    if s.cuda and s.cuda.toolkits:
-        names.append("cuda_toolkit")
-    if s.cudnn:
-        names.append("cudnn")
-    if s.nccl:
-        names.append("nccl")
-    if s.tensorrt:
-        names.append("tensorrt")
-    if s.cuda_env:
-        names.append("cuda_env")
-    if s.conda:
-        names.append("conda")
-    if s.containers:
-        names.append("container_toolkit")
-    return names + [r for r in s.roles if r not in names]
+        unattended, repository = PRELUDE
+        names += [unattended, repository] if host.repos.nvidia else [unattended]
+    names += [
+        c.role for c in declared if c.when is None or getattr(getattr(host.stack, c.field), c.when)
+    ]
+    return names + [r for r in host.stack.roles if r not in names]
 
 
 def base_context(host: Host, facts: HostFacts, resolved: Resolved | None = None) -> dict[str, Any]:

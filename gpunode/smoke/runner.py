@@ -21,6 +21,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal
 
+from gpunode.components import SMOKE_TESTS, SUITE_TESTS, component_of
 from gpunode.events import (
     Bus,
     HostFinished,
@@ -40,9 +41,6 @@ from gpunode.transport.base import (
     quote,
 )
 
-TESTS = ("nvidia-smi", "cuda-vectoradd", "torch", "torch-matmul", "tensorflow", "nccl-allreduce",
-         "containers", "tensorrt")  # fmt: skip
-DEFAULT_TESTS = ("nvidia-smi", "cuda-vectoradd", "torch", "tensorflow", "nccl-allreduce")
 TEST_TIMEOUT = 300.0  # one test on the host; the suite as a whole is meant to take < 1 min
 SUITE_TIMEOUT = 1200.0
 
@@ -102,13 +100,16 @@ class HostSmoke:
 
 
 def suite_files() -> dict[str, bytes]:
-    """The scripts that run on the host, by file name."""
+    """The scripts that run on the host, by file name, and the declaration of the tests
+    (gpunode/components.py), which the driver reads there."""
     root = resources.files("gpunode.smoke.suite")
-    return {
+    files = {
         entry.name: entry.read_bytes()
         for entry in root.iterdir()
         if entry.is_file() and entry.name.endswith((".py", ".cu")) and entry.name != "__init__.py"
     }
+    files["components.py"] = resources.files("gpunode").joinpath("components.py").read_bytes()
+    return files
 
 
 def suite_blob() -> bytes:
@@ -130,13 +131,18 @@ def suite_text() -> str:
 
 
 def selected_tests(host: Host, only: Sequence[str] = ()) -> list[str]:
-    """`--only` wins; else the host's `stack.smoke`; else the default tests (and `tensorrt`
-    where the stack declares TensorRT)."""
-    default = [*DEFAULT_TESTS, *(["tensorrt"] if host.stack.tensorrt else [])]
+    """`--only` wins; else the host's `stack.smoke`; else the default tests: those selected
+    always, and those of the components the stack declares (gpunode.components)."""
+    default = [
+        t.name
+        for t in SMOKE_TESTS
+        if t.selected == "always"
+        or (t.selected == "declared" and getattr(host.stack, component_of(t.name).field))
+    ]
     chosen = list(only) or list(host.stack.smoke) or default
-    unknown = [t for t in chosen if t not in TESTS]
+    unknown = [t for t in chosen if t not in SUITE_TESTS]
     if unknown:
-        raise ValueError(f"unknown smoke tests {unknown}: choose from {', '.join(TESTS)}")
+        raise ValueError(f"unknown smoke tests {unknown}: choose from {', '.join(SUITE_TESTS)}")
     return list(dict.fromkeys(chosen))
 
 

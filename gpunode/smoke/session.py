@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpunode.components import MULTINODE
 from gpunode.events import Bus, RunFinished, RunStarted
 from gpunode.exitcodes import ExitCode, exit_code_for
 from gpunode.hostpool import Opener
@@ -23,8 +24,6 @@ from gpunode.smoke.multinode import run_multinode
 from gpunode.smoke.record import record_smoke
 from gpunode.smoke.runner import HostSmoke, smoke_hosts
 from gpunode.transport.hostkeys import names_key_change
-
-MULTINODE = "nccl-multinode"
 
 
 @dataclass(frozen=True)

@@ -20,14 +20,18 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # on the host these run as scripts beside smokelib.py
+    from gpunode.components import SMOKE_TESTS
     from gpunode.smoke.suite.smokelib import NO_MULTICAST, Timer, emit
 else:
     from smokelib import NO_MULTICAST, Timer, emit
 
+    try:  # the runner ships gpunode/components.py beside this file
+        from components import SMOKE_TESTS
+    except ImportError:  # run from gpunode's own tree
+        from gpunode.components import SMOKE_TESTS
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-TESTS = ("nvidia-smi", "cuda-vectoradd", "torch", "torch-matmul", "tensorflow", "nccl-allreduce",
-         "containers", "tensorrt")  # fmt: skip
-OPT_IN = ("torch-matmul", "tensorrt")  # run only when asked for
+TESTS = {t.name: t for t in SMOKE_TESTS}
 PROBE = (
     "import importlib.util as u, json, sys; print(json.dumps({'prefix': sys.prefix, "
     "'version': sys.version.split()[0], 'torch': u.find_spec('torch') is not None, "
@@ -144,7 +148,8 @@ def run_test(script: str, args: list[str], label: str, python: str, timeout: flo
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--tests", default=",".join(t for t in TESTS if t not in OPT_IN))
+    always = [t.name for t in SMOKE_TESTS if t.selected == "always"]
+    ap.add_argument("--tests", default=",".join(always))
     ap.add_argument("--count", type=int, default=None, help="GPUs the inventory declares")
     ap.add_argument("--conda-prefix", default=None)
     ap.add_argument("--python", action="append", default=[], help="another python to test")
@@ -164,42 +169,29 @@ def main() -> int:
         "environments", "pass", names, value=len(envs), unit="envs", env="-", details={"envs": envs}
     )
 
-    def framework(test: str, module: str, script: str, extra: list[str], first: bool) -> None:
-        having = [e for e in envs if e[module]]
-        if not having:
-            emit(
-                test,
-                "skip",
-                f"{module} is not installed in any environment found: {names}",
-                env="-",
-            )
-        for e in having[:1] if first else having:
-            run_test(script, extra, e["label"], e["python"], args.timeout)
+    def expand(arg: str) -> list[str]:
+        if arg == "{count}":
+            return count
+        if arg == "{image}":
+            return ["--image", args.image] if args.image else []
+        return [arg]
 
-    for test in tests:
-        if test == "nvidia-smi":
-            run_test("check_nvidia_smi.py", count, "system", system, args.timeout)
-        elif test == "cuda-vectoradd":
-            run_test("check_cuda_vectoradd.py", [], "system", system, args.timeout)
-        elif test in ("torch", "torch-matmul"):
-            part = ["--part", "matmul" if test == "torch-matmul" else "all"]
-            framework(test, "torch", "check_torch.py", part + count, first=False)
-        elif test == "tensorflow":
-            framework(test, "tensorflow", "check_tensorflow.py", [], first=False)
-        elif test == "nccl-allreduce":
-            # The interconnect is the host's, not the env's: one run is enough.
-            framework(test, "torch", "check_nccl.py", [], first=True)
-        elif test == "containers":
-            image = ["--image", args.image] if args.image else []
-            run_test("check_containers.py", count + image, "system", system, args.timeout)
-        elif test == "tensorrt":
+    for name in tests:
+        test = TESTS[name]
+        extra = [a for arg in test.args for a in expand(arg)]
+        if test.runs == "system":
+            run_test(test.script, extra, "system", system, args.timeout)
+            continue
+        having = [e for e in envs if e.get(test.module or "")]
+        if test.runs == "bindings":
             # asked for, so never a skip: where no python has the bindings, the system
-            # python3 (where python3-libnvinfer puts them) says what is missing
-            having = [e for e in envs if e.get("tensorrt")] or [
-                {"label": "system", "python": system}
-            ]
-            for e in having:
-                run_test("check_tensorrt.py", [], e["label"], e["python"], args.timeout)
+            # python3 (where the distribution's package puts them) says what is missing
+            having = having or [{"label": "system", "python": system}]
+        elif not having:
+            why = f"{test.module} is not installed in any environment found: {names}"
+            emit(name, "skip", why, env="-")
+        for e in having[:1] if test.runs == "first" else having:
+            run_test(test.script, extra, e["label"], e["python"], args.timeout)
     return 0
 
 
