@@ -7,8 +7,10 @@ what is wrong and what to write; pydantic turns that into a file:line message.
 from __future__ import annotations
 
 import ipaddress
+import os
 import posixpath
 import re
+import stat
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -139,9 +141,46 @@ def spec_file(value: str) -> str:
     return value
 
 
-def spec_file_text(base: Path, rel: str) -> str:
+ALLOW_FILE_DIRS_ENV = "GPUNODE_ALLOW_FILE_DIRS"
+
+
+def _allowed_dirs(base: Path) -> list[Path]:
+    """The inventory's folder and those the controller's user allows (their gpunode.toml's
+    allow_file_dirs, or GPUNODE_ALLOW_FILE_DIRS), each after symlinks."""
+    extra = os.environ.get(ALLOW_FILE_DIRS_ENV, "").split(os.pathsep)
+    return [base.resolve(), *(Path(os.path.expanduser(d)).resolve() for d in extra if d)]
+
+
+def local_file(base: Path, rel: str, *, secret: bool = False) -> Path:
+    """The controller file an inventory names, after symlinks: under the inventory's folder
+    or an allowed one, a regular file, and world-readable unless declared secret (a file
+    only its owner may read is a credential, and would go to every host)."""
+    real = (base / rel).resolve()
+    dirs = _allowed_dirs(base)
+    if not any(real == d or d in real.parents for d in dirs):
+        raise ValueError(
+            f"{rel!r} is {real}, outside the inventory's folder {dirs[0]}: copy it beside the "
+            f"inventory, or allow its folder in your own gpunode.toml (allow_file_dirs)"
+        )
+    try:
+        st = real.stat()
+    except OSError as exc:
+        raise ValueError(f"{rel!r}: cannot read {real}: {exc.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"{rel!r}: {real} is not a regular file")
+    if not secret and not st.st_mode & stat.S_IROTH:
+        raise ValueError(
+            f"{rel!r}: {real} is not world-readable (mode {stat.S_IMODE(st.st_mode):04o}), "
+            "a private file gpunode would copy to every host: if it is meant to go there, "
+            "declare the env `secret: true` (written 0600 on the hosts, never shown or "
+            "recorded); if not, name another file"
+        )
+    return real
+
+
+def spec_file_text(base: Path, rel: str, *, secret: bool = False) -> str:
     """The file's text, checked: UTF-8, no control characters but tabs and newlines."""
-    path = base / rel
+    path = local_file(base, rel, secret=secret)
     try:
         data = path.read_bytes()[: SPEC_FILE_MAX + 1]
     except OSError as exc:
