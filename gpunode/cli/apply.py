@@ -87,7 +87,7 @@ def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...
           skip_tags: tuple[str, ...], forks: int | None, serial: int | None,
           max_fail: float | None, check: bool, diff: bool, detailed_exitcode: bool,
           reboot_timeout: float | None, no_reboot: bool, allow_busy: bool, yes: bool,
-          no_tui: bool, no_smoke: bool, verbose: int, ask_become_pass: bool,
+          show_commands: bool, no_tui: bool, no_smoke: bool, verbose: int, ask_become_pass: bool,
           allow_change_held: bool) -> None:  # fmt: skip
     """Converge each host to its declared stack, then run its smoke tests.
 
@@ -138,7 +138,7 @@ def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...
         except InventoryLocked as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(ExitCode.LOCKED)
-    if not (yes or check) and not confirm(session):
+    if not (yes or check) and not confirm(session, show_commands=show_commands):
         click.echo("nothing was changed", err=True)
         sys.exit(ExitCode.OK)
     for old in records.settle_abandoned():

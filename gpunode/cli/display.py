@@ -28,12 +28,13 @@ def show(session: ApplySession, *, as_json: bool, tui: bool, verbose: bool, diff
     return 0
 
 
-def confirm(session: ApplySession) -> bool:
-    """Read and plan every host, show the summary, ask."""
+def confirm(session: ApplySession, *, show_commands: bool = False) -> bool:
+    """Read and plan every host, show the summary (every plan in full with
+    `show_commands`), ask."""
     from gpunode.views.planview import confirm_text
 
     outcomes = session.preview()
-    text, pending = confirm_text(outcomes)
+    text, pending = confirm_text(outcomes, show_commands=show_commands)
     click.echo(text)
     if not click.confirm(f"apply {pending} change(s)?", default=False, err=True):
         return False

@@ -134,6 +134,12 @@ def apply_options(fn: F) -> F:
         ),
         allow_busy_option,
         click.option("-y", "--yes", is_flag=True, help="Apply without asking."),
+        click.option(
+            "--show-commands",
+            is_flag=True,
+            help="Before asking, print every host's full plan with its exact commands "
+            "(the prompt's summary groups hosts and lists change titles only).",
+        ),
         no_tui_option,
         click.option("--no-smoke", is_flag=True, help="Skip the smoke tests after converging."),
     ]

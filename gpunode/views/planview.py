@@ -30,15 +30,18 @@ def plan_text(plan: HostPlan, *, commands: bool = True) -> str:
     return "\n".join(lines)
 
 
-def confirm_text(outcomes: dict[str, Outcome[HostPlan]]) -> tuple[str, int]:
-    """`apply`'s summary before it asks: each host's plan without commands; the changes."""
-    lines, pending = [], 0
-    for name, o in outcomes.items():
-        if o.value is None:
-            lines.append(f"{name}: {o.summary}")
-        else:
-            lines.append(plan_text(o.value, commands=False))
-            pending += len(o.value.changes)
-    if not pending:
-        lines.append("every reachable host is already converged")
+def confirm_text(
+    outcomes: dict[str, Outcome[HostPlan]], *, show_commands: bool = False
+) -> tuple[str, int]:
+    """`apply`'s text before it asks: a summary that fits a screen (hosts with the same plan
+    grouped; views/confirm.py), after every host's full plan with `show_commands`; and the
+    number of changes."""
+    from gpunode.views.confirm import summary
+
+    lines = []
+    if show_commands:
+        for name, o in outcomes.items():
+            lines.append(plan_text(o.value) if o.value is not None else f"{name}: {o.summary}")
+    text, pending = summary(outcomes)
+    lines.append(text)
     return "\n".join(lines), pending

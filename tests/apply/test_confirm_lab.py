@@ -86,6 +86,8 @@ def test_a_host_that_changed_at_the_prompt_is_not_applied_silently(
     # confirmed as it is, the same plan is applied
     term = Terminal(lab, str(inv), "--limit", HOST, "--no-tui")
     term.read_until("apply 1 change(s)? [y/N]")
+    assert f"{HOST}: 1 change\n" in term.text.replace("\r\n", "\n"), term.text[-3000:]
+    assert "1 host: 1 to change" in term.text, term.text[-3000:]  # the summary's total
     term.type("y\n")
     assert term.finish() == 0, term.text[-3000:]
     assert "CUDA_HOME" in on_host(inv, HOST, f"cat {PROFILE}")

@@ -26,6 +26,7 @@ from gpunode.roles.ops.base import (
     shaped,
 )
 from gpunode.roles.ops.fetch import PRIVATE_DIR, verified, verified_key
+from gpunode.versions import compare_debian
 
 
 def apt_get(lock_timeout: int) -> str:
@@ -381,7 +382,10 @@ class AptPackages(Operation):
                 missing.append(f"{spec.name} missing")
                 install.append(spec)
             elif not version_matches(have.version, spec.version):
-                missing.append(f"{spec.name} {have.version} installed, {spec.version} wanted")
+                missing.append(
+                    f"{spec.name} {have.version} installed, {spec.version} wanted"
+                    + (": a downgrade" if _older(spec.version, have.version) else "")
+                )
                 install.append(spec)
         to_hold = {p.name for p in a.packages} if a.hold is True else set(a.hold or ())
         unheld = [
@@ -421,6 +425,19 @@ class AptPackages(Operation):
             missing.append(f"changes the admin's hold on {', '.join(admins)}")
         reason = "; ".join(missing) if missing else f"{', '.join(unheld)} not held"
         return [ctx.change(self, reason, steps, apt=bool(install or stale))]
+
+
+def _older(wanted: str | None, have: str) -> bool:
+    """A version older than the installed one: exact, or a release with any revision
+    (`550.127.05-*`, compared with the installed release); another pattern is not compared."""
+    if wanted is None:
+        return False
+    release = wanted.removesuffix("-*")
+    if "*" in release or "?" in release:
+        return False
+    if release != wanted:
+        have = have.rsplit("-", 1)[0]
+    return compare_debian(release, have) < 0
 
 
 def _admin_holds(changed: list[str], ctx: OpContext) -> list[str]:
