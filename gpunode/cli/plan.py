@@ -19,6 +19,7 @@ from gpunode.cli.options import (
     tags_option,
 )
 from gpunode.exitcodes import exit_code_for
+from gpunode.safetext import printable
 
 
 @click.command("plan")
@@ -90,7 +91,7 @@ def plan(
             statuses[name] = o.state
             doc[name] = {"status": o.state, "error": o.error}
             if not as_json:
-                click.echo(f"{name}: {o.summary}")
+                click.echo(printable(f"{name}: {o.summary}"))
             continue
         statuses[name] = "refused" if p.refused else ("pending" if p.changes else "ok")
         doc[name] = {"status": "refused" if p.refused else "ok", **p.to_json()}

@@ -10,6 +10,12 @@ import click
 
 from gpunode.cli.options import json_option
 from gpunode.exitcodes import ExitCode
+from gpunode.safetext import printable
+
+
+def _echo(text: str, *, nl: bool = True, err: bool = False) -> None:
+    """A line of the record, escaped: a record holds host output (and may be edited)."""
+    click.echo(printable(text, lines=True), nl=nl, err=err)
 
 
 @click.command("report")
@@ -46,7 +52,7 @@ def report(
                 for h in hosts.values()
                 if h.get("status") in ("failed", "unreachable", "hostkey-changed")
             )
-            click.echo(
+            _echo(
                 f"{data['id']}  {data.get('command', '?'):<6} {data.get('status'):<9} "
                 f"exit={data.get('exit_code')}  {len(hosts)} hosts, {failed} not converged"
                 f"  {data.get('inventory', '')}"
@@ -55,7 +61,7 @@ def report(
     found = records.find_run(run)
     if found is None:
         where = records.runs_dir()
-        click.echo(
+        _echo(
             f"error: no run {run!r} in {where}" if run else f"error: no runs in {where}", err=True
         )
         sys.exit(ExitCode.USAGE)
@@ -67,9 +73,7 @@ def report(
         hosts = data.get("hosts", {})
         if only_host not in hosts:
             known = ", ".join(hosts) or "none"
-            click.echo(
-                f"error: no host {only_host!r} in run {data['id']} (hosts: {known})", err=True
-            )
+            _echo(f"error: no host {only_host!r} in run {data['id']} (hosts: {known})", err=True)
             sys.exit(ExitCode.USAGE)
         data["hosts"] = {only_host: hosts[only_host]}
     if as_json:
@@ -78,8 +82,8 @@ def report(
         click.echo(dumps("report", data))
         return
     started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(data.get("started", 0)))
-    click.echo(f"run {data['id']}: {data.get('command')} {data.get('inventory')}")
-    click.echo(f"started {started}, {data.get('status')}, exit code {data.get('exit_code')}")
+    _echo(f"run {data['id']}: {data.get('command')} {data.get('inventory')}")
+    _echo(f"started {started}, {data.get('status')}, exit code {data.get('exit_code')}")
     for name, h in data.get("hosts", {}).items():
         counts = h.get("counts", {})
         line = (
@@ -90,20 +94,20 @@ def report(
             line += f"  rebooted ({h.get('reboot_seconds', 0):.0f}s)"
         if h.get("message"):
             line += f"  {h['message']}"
-        click.echo(line)
+        _echo(line)
         for c in h.get("changes", []):
-            click.echo(
+            _echo(
                 f"  {c['status']:<8} {c['title']} ({c['reason']}) {c['seconds']:.1f}s"
                 + (f": {c['message']}" if c.get("message") else "")
             )
             if c.get("output"):
                 if only_host is None:
-                    click.echo(f"    full output: gpunode report {data['id']} --host {name}")
+                    _echo(f"    full output: gpunode report {data['id']} --host {name}")
                 else:
-                    click.echo(step_output(c["output"]), nl=False)
+                    _echo(step_output(c["output"]), nl=False)
         smoke = h.get("smoke") or {}
         for r in smoke.get("results", []):
-            click.echo(f"  smoke {r.get('status')}: {r.get('name')} {r.get('reason', '')}".rstrip())
+            _echo(f"  smoke {r.get('status')}: {r.get('name')} {r.get('reason', '')}".rstrip())
 
 
 def step_output(output: dict[str, Any]) -> str:
@@ -133,12 +137,12 @@ def _cost(data: dict[str, Any], as_json: bool) -> None:
 
     path = str(data.get("inventory") or "")
     if not Path(path).is_file():
-        click.echo(
+        _echo(
             f"error: the inventory of run {data['id']} ({path}) is gone: its prices are there; "
             "run `gpunode cost INVENTORY` with the inventory as it is now",
             err=True,
         )
         sys.exit(ExitCode.BAD_INPUT)
-    _, hosts = load_selected(path, None)
-    types, unpriced = gpu_types(hosts, latest(records.load_run(p) for p in records.list_runs()))
+    inv, hosts = load_selected(path, None)
+    types, unpriced = gpu_types(hosts, latest(records.runs_of(inv.identity)))
     click.echo(dumps("cost", payload(types, unpriced)) if as_json else table(types, unpriced))

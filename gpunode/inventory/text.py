@@ -7,6 +7,10 @@ import unicodedata
 from collections.abc import Iterator
 from typing import Any
 
+from gpunode.safetext import printable
+
+__all__ = ["bad_char", "bad_strings", "printable"]  # printable: the one sanitiser, re-exported
+
 # Cc: C0/C1 controls (ESC, NUL, newline...); Cf: invisible formatting (bidi overrides,
 # zero-width joiners) that makes text read differently than it runs; Zl/Zp: line breaks.
 _REFUSED = {"Cc", "Cf", "Zl", "Zp", "Cs"}
@@ -40,12 +44,3 @@ def bad_strings(data: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[A
     elif isinstance(data, list):
         for i, value in enumerate(data):
             yield from bad_strings(value, (*path, i))
-
-
-def printable(text: str) -> str:
-    """`text` with every unprintable character escaped (\\x1b, \\u202e), safe for a terminal."""
-    if text.isprintable():
-        return text
-    return "".join(
-        ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text
-    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from gpunode.safetext import printable
 from gpunode.smoke.runner import HostSmoke
 
 COLUMNS = ("TEST", "ENV", "STATUS", "VALUE", "EXPECTED", "UNIT", "REASON")
@@ -83,4 +84,5 @@ def sweep(details: dict[str, Any]) -> list[str]:
 
 
 def render(results: Sequence[HostSmoke]) -> str:
-    return "\n\n".join(table(s) for s in results)
+    """The smoke tables, escaped for a terminal (reasons quote the hosts' output)."""
+    return printable("\n\n".join(table(s) for s in results), lines=True)

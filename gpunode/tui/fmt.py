@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
+
+from rich.text import Text
+
+from gpunode.safetext import printable
 
 SPARKS = "▁▂▃▄▅▆▇█"
 
@@ -27,6 +32,7 @@ MARKS: dict[str, tuple[str, str]] = {
     "live": ("●", "green"),
     "stale": ("◌", "yellow"),
     "down": ("⊘", "red"),
+    "unreadable": ("✘", "bold red"),  # SSH works, the GPUs cannot be read
     # smoke statuses
     "pass": ("✔", "green"),
     "warn": ("!", "yellow"),
@@ -77,3 +83,24 @@ def pct(part: float | None, whole: float | None) -> float | None:
     if part is None or not whole:
         return None
     return 100.0 * part / whole
+
+
+def inert(cell: Text | str) -> Text:
+    """A cell or a pane as Text with every control character shown escaped (the one
+    sanitiser, `printable`), styles kept. A str becomes Text, never markup: a process named
+    `[/x]` or `[link=...]` shows as written instead of ending a tag or making a link."""
+    if isinstance(cell, str):
+        return Text(printable(cell, lines=True))
+    plain = cell.plain
+    if printable(plain, lines=True) == plain:
+        return cell
+    out = Text(style=cell.style, justify=cell.justify, no_wrap=cell.no_wrap, end=cell.end)
+    cuts = sorted({0, len(plain)} | {s.start for s in cell.spans} | {s.end for s in cell.spans})
+    for a, b in pairwise(cuts):
+        piece = printable(plain[a:b], lines=True)
+        at = len(out)
+        out.append(piece)
+        for span in cell.spans:
+            if span.start <= a and span.end >= b:
+                out.stylize(span.style, at, at + len(piece))
+    return out

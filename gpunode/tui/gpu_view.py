@@ -21,7 +21,7 @@ from textual.widgets import DataTable, Static
 from gpunode.monitor.board import Board, HostView
 from gpunode.monitor.model import GpuSample, LinkStatus
 from gpunode.tui.filtering import matches
-from gpunode.tui.fmt import gib, mark, num, pct, sparkline
+from gpunode.tui.fmt import gib, inert, mark, num, pct, sparkline
 from gpunode.tui.tablesync import Cell, TableSync
 
 SPARK_W = 20
@@ -332,7 +332,7 @@ class GpuView(Vertical):
             head.append("o: overview  n/p: next/prev host", "dim")
         if self.filter:
             head.append(f"  ·  filter: {self.filter}")
-        self._head.update(head)
+        self._head.update(inert(head))
 
     def _update_procs(self) -> None:
         v = self._views.get(self.host or "")

@@ -11,8 +11,9 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Log, Static
 
+from gpunode.safetext import printable
 from gpunode.tui.filtering import matches
-from gpunode.tui.fmt import bar, elapsed, mark
+from gpunode.tui.fmt import bar, elapsed, inert, mark
 from gpunode.tui.runstate import HostRun, RunState, Step
 from gpunode.tui.tablesync import Cell, TableSync
 
@@ -86,7 +87,7 @@ def plan_text(h: HostRun) -> Text:
         for dl in diff.splitlines():
             style = "green" if dl.startswith("+") else "red" if dl.startswith("-") else "dim"
             out.append("\n").append(dl, style)
-    return out
+    return inert(out)
 
 
 def recap_text(state: RunState) -> Text:
@@ -104,7 +105,7 @@ def recap_text(state: RunState) -> Text:
         out.append(f" ok={r.ok:<3} changed={r.changed:<3} failed={r.failed:<3}")
         if r.message and r.status != "ok":
             out.append("  ").append(r.message, "dim")
-    return out
+    return inert(out)
 
 
 class RunView(Vertical):
@@ -189,7 +190,7 @@ class RunView(Vertical):
             return
         lines = h.lines_since(self._seen)
         if lines:
-            self._output.write_lines(lines)
+            self._output.write_lines([printable(ln, lines=True) for ln in lines])
         self._seen = h.lines_total
 
     def show_recap(self) -> None:
@@ -209,7 +210,7 @@ class RunView(Vertical):
         head.append(s.command or "run", "bold").append(f"  {verb}  ·  {final}/{n} hosts done")
         if self.filter:
             head.append(f"  ·  filter: {self.filter}")
-        self._head.update(head)
+        self._head.update(inert(head))
 
     # -- selection -----------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from textual.widgets import DataTable, Static
 
 from gpunode.events import DoctorFinding, SmokeCheck
 from gpunode.tui.filtering import matches
-from gpunode.tui.fmt import mark
+from gpunode.tui.fmt import inert, mark
 from gpunode.tui.runstate import RunState
 from gpunode.tui.tablesync import Cell, TableSync
 
@@ -122,7 +122,7 @@ class SmokeView(Vertical):
             head.append("  ").append("no results yet", "dim")
         if self.filter:
             head.append(f"  ·  filter: {self.filter}")
-        self._head.update(head)
+        self._head.update(inert(head))
 
     def set_filter(self, text: str) -> None:
         self.filter = text

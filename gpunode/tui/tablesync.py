@@ -12,6 +12,8 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import DataTable
 
+from gpunode.tui.fmt import inert
+
 Cell = Text | str
 
 
@@ -34,6 +36,8 @@ class TableSync:
         Returns how many cells were written.
         """
         follow = follow if follow is not None else self.current_id()
+        # every cell through the one sanitiser: host text never reaches the table as markup
+        rows = [(rid, [inert(c) for c in cells]) for rid, cells in rows]
         t = self.table
         written = 0
         n_old, n_new = len(self._cells), len(rows)
@@ -62,6 +66,7 @@ class TableSync:
 
     def sync_row(self, pos: int, cells: Sequence[Cell]) -> int:
         """Rewrite one row in place (same id)."""
+        cells = [inert(c) for c in cells]
         old = self._cells[pos]
         written = 0
         for c in range(self._ncols):

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpunode.cost import GpuType, Option, Unpriced
+from gpunode.safetext import printable
 
 
 def _num(value: float | None, fmt: str = ",.2f") -> str:
@@ -91,7 +92,7 @@ def table(types: Sequence[GpuType], unpriced: Sequence[Unpriced]) -> str:
     if unpriced:
         names = ", ".join(u.host for u in unpriced[:5]) + (" ..." if len(unpriced) > 5 else "")
         lines.append(f"no gpus.hourly_cost: {len(unpriced)} hosts ({names})")
-    return "\n".join(lines)
+    return printable("\n".join(lines), lines=True)
 
 
 def _measured(t: GpuType) -> str:
@@ -126,10 +127,11 @@ def plan_table(
         )
         for i, o in enumerate(options, 1)
     ]
-    return "\n".join(lines + _columns(head, rows))
+    return printable("\n".join(lines + _columns(head, rows)), lines=True)
 
 
 def _columns(head: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str]:
+    rows = [tuple(printable(c) for c in r) for r in rows]  # escaped before widths are taken
     widths = [max(len(head[i]), *(len(r[i]) for r in rows)) for i in range(len(head) - 1)]
     return [
         "  ".join([*(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)), r[-1]]).rstrip()

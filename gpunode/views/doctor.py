@@ -6,6 +6,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from gpunode.doctor.model import health
+from gpunode.safetext import printable
 
 if TYPE_CHECKING:
     from gpunode.doctor.gather import Diagnosis
@@ -50,7 +51,7 @@ def doctor_text(outcomes: dict[str, Outcome[Diagnosis]]) -> str:
                 f"           fix:      {f.fix}",
             ]
         blocks.append("\n".join(lines) + "\n")
-    return "\n".join(blocks)
+    return printable("\n".join(blocks), lines=True)
 
 
 def doctor_summary(outcomes: dict[str, Outcome[Diagnosis]]) -> str:

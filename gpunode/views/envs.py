@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from gpunode.safetext import printable
+
 if TYPE_CHECKING:
     from gpunode.facts.envexport import EnvExport
     from gpunode.hostpool import Outcome
@@ -34,4 +36,4 @@ def envs_text(outcomes: dict[str, Outcome[list[EnvExport]]]) -> str:
             head = f"# {name}: {env.name} ({env.path})\n"
             body = env.export if env.error is None else f"# export failed: {env.error}\n"
             parts.append(head + body)
-    return "\n".join(parts)
+    return printable("\n".join(parts), lines=True)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from gpunode.safetext import printable
+
 if TYPE_CHECKING:
     from gpunode.facts.model import HostFacts
     from gpunode.hostpool import Outcome
@@ -32,7 +34,7 @@ def facts_text(outcomes: dict[str, Outcome[HostFacts]]) -> str:
             parts.append(f"{name}: HOST KEY CHANGED: {o.error}\n")
         else:
             parts.append(f"{name}: {o.status.upper()}: {o.error}\n")
-    return "\n".join(parts)
+    return printable("\n".join(parts), lines=True)
 
 
 def facts_summary(outcomes: dict[str, Outcome[HostFacts]]) -> str:

@@ -33,6 +33,7 @@ from gpunode.events import (
     RunStarted,
     SmokeResult,
 )
+from gpunode.safetext import printable
 
 HEARTBEAT_ENV = "GPUNODE_HEARTBEAT"
 HEARTBEAT_DEFAULT = 15.0
@@ -111,6 +112,7 @@ class PlainPrinter:
 
     def _write(self, ts: float, text: str) -> None:
         t = stamp(ts)
+        text = printable(text, lines=True)
         self.out.write("".join(f"{t} {ln}\n" for ln in text.split("\n")))
         self.out.flush()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gpunode.changes import HostPlan
+from gpunode.safetext import printable
 
 if TYPE_CHECKING:
     from gpunode.hostpool import Outcome
@@ -12,7 +13,7 @@ if TYPE_CHECKING:
 
 def plan_text(plan: HostPlan, *, commands: bool = True) -> str:
     if plan.refused:
-        return f"{plan.host}: refused: {plan.refused}"
+        return printable(f"{plan.host}: refused: {plan.refused}", lines=True)
     if not plan.changes:
         lines = [f"{plan.host}: nothing to do"]
     else:
@@ -27,7 +28,7 @@ def plan_text(plan: HostPlan, *, commands: bool = True) -> str:
                     lines.append("        (reboot, then facts are gathered again)")
     lines += [f"  hook {name}: $ [sudo] {shell}" for name, shell in plan.hooks]
     lines += [f"  note: {n}" for n in plan.notes]
-    return "\n".join(lines)
+    return printable("\n".join(lines), lines=True)
 
 
 def confirm_text(
@@ -44,4 +45,4 @@ def confirm_text(
             lines.append(plan_text(o.value) if o.value is not None else f"{name}: {o.summary}")
     text, pending = summary(outcomes)
     lines.append(text)
-    return "\n".join(lines), pending
+    return printable("\n".join(lines), lines=True), pending

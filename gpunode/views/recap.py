@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from gpunode.events import HostRecap
 from gpunode.execute.result import RunResult
+from gpunode.safetext import printable
 from gpunode.views.envelope import dumps
 
 
@@ -38,7 +39,7 @@ def recap_text(run: RunResult) -> str:
     rows = run.recap()
     title = "RECAP (check: nothing was changed)" if run.check else "RECAP"
     total = f"{len(rows)} host{'s' * (len(rows) != 1)} in {run.seconds:.1f}s"
-    return "\n".join([title, *recap_lines(rows), total])
+    return printable("\n".join([title, *recap_lines(rows), total]), lines=True)
 
 
 def recap_json(run: RunResult, record: str, exit_code: int | None = None) -> str:

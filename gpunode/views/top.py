@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any
 
 from gpunode.monitor.board import HostView
+from gpunode.safetext import printable
 
 
 def sample_json(view: HostView) -> dict[str, Any]:
@@ -32,7 +33,7 @@ def sample_text(view: HostView) -> str:
             f"  gpu {g.index} {g.name}: util {_num(g.util, '%')} mem {mem} "
             f"temp {_num(g.temp, 'C')} power {_num(g.power_draw, 'W')}"
         )
-    return "\n".join(lines)
+    return printable("\n".join(lines), lines=True)
 
 
 def _num(value: float | None, unit: str) -> str:
