@@ -55,6 +55,7 @@ def _transport(host: Host) -> Host:
 def check_tags(hosts: list[Host], inventory: str, *asked: tuple[str, ...]) -> None:
     """Refuse (exit 5) a --tags/--skip-tags name that none of the selected hosts' roles
     offers, listing the ones they do."""
+    from gpunode.cli.options import did_you_mean
     from gpunode.inventory.text import printable
     from gpunode.roles import search_path
     from gpunode.roles.tags import role_tags, unknown_tags
@@ -65,9 +66,11 @@ def check_tags(hosts: list[Host], inventory: str, *asked: tuple[str, ...]) -> No
     known = role_tags(hosts, search_path(inventory))
     unknown = unknown_tags(wanted, known)
     if unknown:
-        valid = ", ".join(dict.fromkeys(t for tags in known.values() for t in tags)) or "none"
-        click.echo(printable(f"error: unknown tag {', '.join(unknown)}: the selected hosts' "
-                             f"roles offer {valid} (plan --list-tags)"), err=True)  # fmt: skip
+        offered = list(dict.fromkeys(t for tags in known.values() for t in tags))
+        hint = "".join(did_you_mean(tag, offered) for tag in unknown[:1])
+        click.echo(printable(f"error: unknown tag {', '.join(unknown)}{hint}: the selected hosts' "
+                             f"roles offer {', '.join(offered) or 'none'} (plan --list-tags)"),
+                   err=True)  # fmt: skip
         sys.exit(ExitCode.USAGE)
 
 

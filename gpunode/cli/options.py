@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -24,7 +25,8 @@ def limit_option(fn: F) -> F:
         "-l",
         "--limit",
         metavar="PATTERN",
-        help="Hosts to act on: names, groups, globs, '!exclude', '&intersect', comma-separated.",
+        help="Hosts to act on: names, groups, globs, ~regex, group[0], group[1:3], @file, "
+        "'!exclude', '&intersect', comma-separated.",
     )(fn)
 
 
@@ -89,6 +91,25 @@ def allow_busy_option(fn: F) -> F:
 
 def no_tui_option(fn: F) -> F:
     return click.option("--no-tui", is_flag=True, help="Plain output even in a terminal.")(fn)
+
+
+def did_you_mean(word: str, known: list[str]) -> str:
+    """' (did you mean 'X'?)' for a near miss among `known`, else ''."""
+    close = difflib.get_close_matches(word, known, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+class Choice(click.Choice):  # type: ignore[type-arg]
+    """click.Choice whose error names the nearest choice first."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and value not in self.choices:
+            hint = did_you_mean(value, [str(c) for c in self.choices])
+            if hint:
+                self.fail(
+                    f"{value!r}{hint}; one of {', '.join(map(str, self.choices))}", param, ctx
+                )
+        return super().convert(value, param, ctx)
 
 
 def parse_tags(text: str | None) -> tuple[str, ...]:

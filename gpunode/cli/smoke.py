@@ -9,6 +9,7 @@ import click
 
 from gpunode.cli.common import inventory_name, load_selected
 from gpunode.cli.options import (
+    Choice,
     forks_option,
     inventory_argument,
     json_option,
@@ -29,7 +30,7 @@ TESTS = CLI_TESTS
 @click.option(
     "--only",
     multiple=True,
-    type=click.Choice(TESTS),
+    type=Choice(TESTS),
     metavar="NAME",
     help=f"Run only this test (repeatable): {', '.join(TESTS)}.",
 )

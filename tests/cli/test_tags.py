@@ -72,7 +72,10 @@ def test_an_unknown_tag_is_a_usage_error_listing_the_valid_ones(inv: Path, optio
         out = gpunode(*command.split(), str(inv), option, "net,slwo")
         assert out.returncode == 5, (command, out.stderr)
         offered = "unattended_upgrades, nvidia_repo, driver, probe, slow, net"
-        assert f"unknown tag slwo: the selected hosts' roles offer {offered}" in out.stderr
+        assert (
+            f"unknown tag slwo (did you mean 'slow'?): the selected hosts' roles offer {offered}"
+            in out.stderr
+        )
         assert "unreachable" not in out.stdout + out.stderr  # refused before any host
 
 
@@ -83,3 +86,19 @@ def test_tags_of_unselected_hosts_are_unknown(inv: Path) -> None:
         "unknown tag net: the selected hosts' roles offer"
         " unattended_upgrades, nvidia_repo, driver (" in out.stderr
     )
+
+
+def test_a_mistyped_smoke_test_name_is_refused_with_the_nearest(inv: Path) -> None:
+    out = gpunode("smoke", str(inv), "--only", "nccl-allreduse")
+    assert out.returncode == 5, out.stderr
+    assert "'nccl-allreduse' (did you mean 'nccl-allreduce'?); one of nvidia-smi," in out.stderr
+    assert "unreachable" not in out.stdout + out.stderr  # refused before any host
+
+
+def test_an_ansible_host_pattern_selects_and_a_near_miss_is_named(inv: Path) -> None:
+    out = gpunode("hosts", str(inv), "--limit", "all[1:]", "--json")
+    assert out.returncode == 0, out.stderr
+    assert list(json.loads(out.stdout)["hosts"]) == ["b"]
+    out = gpunode("plan", str(inv), "--limit", "all[2]")
+    assert out.returncode == 4, out.stderr
+    assert "--limit 'all[2]': all has 2 host(s), positions 0 to 1" in out.stderr
