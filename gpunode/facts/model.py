@@ -101,6 +101,9 @@ class CudaToolkit(_Fact):
     path: str
     nvcc: str | None = None  # full nvcc release, e.g. "12.4.131"
 
+    unsafe: dict[str, str] = Field(default_factory=dict)
+    """Prefixes not used because a directory of theirs is not root's alone: prefix ->
+    "UID MODE DIR" of the first such directory."""
 
 class CondaEnvFacts(_Fact):
     name: str

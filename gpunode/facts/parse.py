@@ -348,6 +348,10 @@ def _conda(f: HostFacts, text: str) -> None:
     active = False  # the first install found is the one reported
     for line in text.splitlines():
         kind, _, value = line.partition(" ")
+        if kind == "unsafe":  # "PREFIX UID MODE DIR"
+            prefix, _, why = value.partition(" ")
+            conda.unsafe[prefix] = why
+            continue
         if kind == "prefix":
             active = conda.prefix is None
             if active:

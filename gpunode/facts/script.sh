@@ -161,8 +161,31 @@ section nccl
 for f in /usr/include/nccl.h /usr/include/x86_64-linux-gnu/nccl.h /usr/local/cuda/include/nccl.h; do
   [ -r "$f" ] && grep -E '^#define NCCL_(MAJOR|MINOR|PATCH) ' "$f" && break
 done
+# The first directory of $1 (itself, then each parent up to /; the path as written, then
+# after symlinks) that is not root's alone: "UID MODE DIR". A user who can write one could
+# plant PREFIX/bin/conda, which root would run.
+unsafe_dir() {
+  for path in "$1" "$(readlink -f -- "$1" 2>/dev/null)"; do
+    d=$path
+    while [ -n "$d" ]; do
+      if [ -e "$d" ] || [ -L "$d" ]; then
+        set -- $(stat -c '%u %a %F' -- "$d" 2>/dev/null) x x x
+        if [ "$1" != 0 ]; then printf '%s %s %s\n' "$1" "$2" "$d"; return; fi
+        case "$3 $2" in
+          "symbolic "*) ;;
+          *[2367]?|*[2367]) printf '%s %s %s\n' "$1" "$2" "$d"; return ;;
+        esac
+      fi
+      [ "$d" = / ] && break
+      d=${d%/*}; d=${d:-/}
+    done
+  done
+}
 section conda
 for p in $conda_prefixes; do
+  u=$(unsafe_dir "$p")
+  # an unsafe prefix is named, never reported as a conda to use (nothing there is run)
+  if [ -n "$u" ]; then printf 'unsafe %s %s\n' "$p" "$u"; continue; fi
   [ -x "$p/bin/conda" ] || continue
   printf 'prefix %s\n' "$p"
   for m in "$p"/conda-meta/conda-[0-9]*.json; do [ -e "$m" ] && printf 'version %s\n' "${m##*/}"; done

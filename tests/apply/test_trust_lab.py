@@ -61,3 +61,29 @@ def test_a_file_planted_in_tmp_by_a_local_user_is_not_used(lab: Lab, tmp_path: P
     assert on_host(inv, "lab-02", f"cat {planted}") == "planted\n"  # untouched, unused
     assert on_host(inv, "lab-02", "stat -c %U " + planted).strip() == "ubuntu"
     assert leftovers(lab, "lab-02") == [planted]
+
+
+def test_a_conda_a_user_planted_in_their_prefix_is_never_run(lab: Lab, tmp_path: Path) -> None:
+    """A prefix under the login user's home: a `bin/conda` they planted would count as
+    "conda installed" and run as root. The facts name the directory; planning refuses it."""
+    fresh(lab, "lab-02")
+    conda = {"prefix": "/home/ubuntu/conda", "channels": ["conda-forge"],
+             "envs": {"t": {"python": "3.11"}}}  # fmt: skip
+    inv = lab.inventory(tmp_path, **{**REPO_ONLY, "cuda": None, "conda": conda})
+    marker = "/home/ubuntu/planted-conda-ran"
+    on_host(inv, "lab-02", "mkdir -p /home/ubuntu/conda/bin /home/ubuntu/conda/conda-meta"
+            f" && printf '#!/bin/sh\\nid >> {marker}\\n' > /home/ubuntu/conda/bin/conda"
+            " && chmod 755 /home/ubuntu/conda/bin/conda")  # fmt: skip
+    plan = lab.gpunode("plan", str(inv), "--limit", "lab-02")
+    said = plan.stdout + plan.stderr
+    assert plan.returncode == 4 and "/home/ubuntu/conda is not root's alone" in said, said
+    code, evs = apply(lab, inv, "--limit", "lab-02")
+    assert code != 0
+    (done,) = of(evs, "host-finished", "lab-02")
+    assert "conda prefix /home/ubuntu/conda: /home/ubuntu/conda is not root's" in done["message"]
+    assert (
+        on_host(inv, "lab-02", f"ls {marker} 2>&1 || true")
+        .strip()
+        .endswith("No such file or directory")
+    )
+    assert on_host(inv, "lab-02", "id -u").strip() != "0"  # the user, not root, planted it

@@ -168,3 +168,37 @@ def test_compute_apps_are_asked_only_when_a_gpu_has_memory_in_use(
     )
     assert len(f.smi.gpus) == 2 and f.smi.ok
     assert [(p.pid, p.name, p.memory_mib) for p in f.gpu_processes] == procs
+
+
+def conda_facts(*prefixes: str) -> Conda:
+    res = LocalTransport().run(facts_command((), prefixes))
+    return parse_facts(res.whole_stdout).conda
+
+
+def test_a_conda_prefix_a_user_could_write_is_named_and_not_reported(tmp_path: Path) -> None:
+    """Every directory of a prefix, up to /, must be root's alone: a planted conda under
+    a sticky /tmp (or a user's directory) is named, never reported as conda, never run."""
+    marker = tmp_path / "ran"
+    planted = tmp_path / "conda"
+    (planted / "bin").mkdir(parents=True)
+    (planted / "conda-meta").mkdir()
+    (planted / "bin" / "conda").write_text(f"#!/bin/sh\nid > {marker}\n")
+    (planted / "bin" / "conda").chmod(0o755)
+    os.chmod(tmp_path, 0o777)  # other-writable: the first unsafe directory, deepest first
+    root_owned = "/usr/lib/no-such-conda"  # /usr and /usr/lib: root's, 0755
+    conda = conda_facts(str(planted), root_owned)
+    assert conda.prefix != str(planted)
+    uid, mode, directory = conda.unsafe[str(planted)].split(" ", 2)
+    st = tmp_path.stat()
+    assert (int(uid), int(mode, 8), directory) == (st.st_uid, 0o777, str(tmp_path))
+    assert root_owned not in conda.unsafe
+    # a symlink is no way around it: its own directories are checked, then its target's
+    os.chmod(tmp_path, 0o755)
+    link = Path("/tmp") / f"gpunode-test-link-{os.getpid()}"
+    link.symlink_to(planted)
+    try:
+        conda = conda_facts(str(link))
+    finally:
+        link.unlink()
+    assert conda.unsafe[str(link)].endswith(" /tmp")  # /tmp itself: 1777
+    assert not marker.exists()

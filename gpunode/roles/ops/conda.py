@@ -23,6 +23,24 @@ from gpunode.roles.ops.fetch import PRIVATE_DIR, verified
 from gpunode.versions import matches_prefix
 
 
+def trusted_prefix(ctx: OpContext, prefix: str) -> None:
+    """Refuse a prefix with a directory (itself or a parent) that is not root's alone: a
+    user who can write there could plant PREFIX/bin/conda, which gpunode would run as root.
+    The facts check every directory on the host (`unsafe`)."""
+    found = ctx.facts.conda.unsafe.get(prefix)
+    if not found:
+        return
+    uid, mode, directory = [*found.split(" ", 2), "?", "?", "?"][:3]
+    fix = "choose a prefix whose every directory root owns and only root may write (/opt/conda)"
+    if len(mode) < 4 or mode[0] not in "1357":  # not a sticky shared directory like /tmp
+        fix += f", or make {directory} so: chown root:root and chmod go-w it"
+    raise ValueError(
+        f"conda prefix {prefix}: {directory} is not root's alone (owner uid {uid}, mode "
+        f"{mode}), so a user could have planted {prefix}/bin/conda, which gpunode would run as "
+        f"root: {fix}"
+    )
+
+
 class CondaArgs(Args):
     prefix: AbsPath = Field(description="Where conda lives, e.g. /opt/conda.")
     installer_url: Url = Field(
@@ -60,6 +78,7 @@ class Conda(Operation):
 
     def plan(self, args: Any, ctx: OpContext) -> list[Change]:
         a: CondaArgs = args
+        trusted_prefix(ctx, a.prefix)
         if ctx.facts.conda.prefix == a.prefix:
             return []
         sh = '"$d"/installer.sh'
@@ -123,6 +142,7 @@ class CondaEnv(Operation):
 
     def plan(self, args: Any, ctx: OpContext) -> list[Change]:
         a: CondaEnvArgs = args
+        trusted_prefix(ctx, a.prefix)
         env = next((e for e in ctx.facts.conda.envs if e.name == a.env), None)
         path = f"{a.prefix}/envs/{a.env}"
         conda = f"{a.prefix}/bin/conda"

@@ -19,6 +19,7 @@ from gpunode.roles.ops.base import (
     q,
     shaped,
 )
+from gpunode.roles.ops.conda import trusted_prefix
 
 Sha256 = Annotated[str, AfterValidator(shaped(r"[0-9a-f]{64}", "a sha256 (64 hex digits)"))]
 
@@ -74,6 +75,7 @@ class CondaEnvFile(Operation):
 
     def plan(self, args: Any, ctx: OpContext) -> list[Change]:
         a: CondaEnvFileArgs = args
+        trusted_prefix(ctx, a.prefix)
         if ctx.probe(self._probe(a)):
             return []
         path = f"{a.prefix}/envs/{a.env}"

@@ -9,6 +9,7 @@ from pydantic import Field
 
 from gpunode.changes import Change
 from gpunode.roles.ops.base import AbsPath, Args, OpContext, Operation, Probe, Url, probe_key, q
+from gpunode.roles.ops.conda import trusted_prefix
 
 
 def tos_dir(prefix: str, url: str) -> str:
@@ -60,6 +61,7 @@ class CondaTos(Operation):
 
     def plan(self, args: Any, ctx: OpContext) -> list[Change]:
         a: CondaTosArgs = args
+        trusted_prefix(ctx, a.prefix)
         todo = [url for url in a.channels if not ctx.probe(self._probe(a, url))]
         if not todo:
             return []
