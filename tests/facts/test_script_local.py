@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from gpunode.facts.gather import facts_command, gather
+from gpunode.facts.model import Conda
+from gpunode.facts.parse import parse_facts
 from gpunode.transport.local import LocalTransport
 
 PATTERNS = ["nvidia*", "libnvidia*", "cuda*", "libcuda*", "libcudnn*", "libnccl*"]
