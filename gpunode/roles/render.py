@@ -12,29 +12,134 @@ change a list or mapping it was given. Breaking a rule raises jinja2.SecurityErr
 
 from __future__ import annotations
 
+import functools
 import operator
+import os
 import re
 import shlex
+import sys
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import Any, TypeVar
 
 import jinja2
+from jinja2 import nodes
+from jinja2.compiler import CodeGenerator, Frame
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from gpunode.memo import once
+
+T = TypeVar("T")
 
 _SINGLE = re.compile(r"\A\{\{(?P<expr>.*)\}\}\Z", re.S)
 # A rendered value is an argument or a file, not a payload: no string, list or number
 # a role needs comes near these (they keep a template from eating the controller's memory).
 MAX_REPEAT = 1_000_000
 MAX_EXPONENT = 4096
+# One render (a template file, a task argument, an expression) may take this long and add
+# this much to the controller's memory; a loop over loops or a string doubled in a loop
+# gets round the size limits above, not round these.
+MAX_SECONDS = 2.0
+MAX_GROWTH = 64 * 2**20
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+class _Budget:
+    """A trace function for the template code of one render (this thread only): between
+    two lines it stops a render past its time or memory budget."""
+
+    def __init__(self) -> None:
+        self.deadline = time.monotonic() + MAX_SECONDS
+        self.fd = os.open("/proc/self/statm", os.O_RDONLY) if os.path.exists("/proc") else -1
+        self.limit = self._rss() + MAX_GROWTH
+
+    def _rss(self) -> int:
+        if self.fd < 0:
+            return 0
+        return int(os.pread(self.fd, 64, 0).split()[1]) * _PAGE
+
+    def calls(self, frame: FrameType, event: str, arg: Any) -> Any:
+        # only frames of code Jinja compiled for the sandbox, never Python's own
+        return self.lines if isinstance(frame.f_globals.get("environment"), RoleSandbox) else None
+
+    def lines(self, frame: FrameType, event: str, arg: Any) -> Any:
+        if time.monotonic() > self.deadline:
+            raise SecurityError(f"a render longer than {MAX_SECONDS:g} s is refused")
+        if self._rss() > self.limit:
+            raise SecurityError(f"a render using more than {MAX_GROWTH >> 20} MiB is refused")
+        return self.lines
+
+
+def _bounded(render: Callable[[], T]) -> T:
+    budget = _Budget()
+    before = sys.gettrace()
+    sys.settrace(budget.calls)
+    try:
+        return render()
+    finally:
+        sys.settrace(before)
+        if budget.fd >= 0:
+            os.close(budget.fd)
+
+
+_WIDE = re.compile(r"[%{][^%{}]*?[0-9]{7}")  # a %- or {}-format width of 7+ digits
+
+
+def _refuse_payloads(obj: Any, args: Iterable[Any]) -> None:
+    """Refuse a str method asked for a payload no role needs (`'x'.ljust(10**9)`,
+    `'{:>999999999}'.format(1)`, `s.replace('', t)` on long strings) before it allocates."""
+    if not isinstance(obj, str):
+        return
+    for a in args:
+        if isinstance(a, int) and not isinstance(a, bool) and abs(a) > MAX_REPEAT:
+            raise SecurityError(f"a number above {MAX_REPEAT} given to a str method is refused")
+    if _WIDE.search(obj):
+        raise SecurityError("a format width above 999999 is refused")
+
+
+def _bounded_filter(fn: Callable[..., Any]) -> Callable[..., Any]:
+    skip = 2 if getattr(fn, "jinja_pass_arg", None) else 1  # the context, then the value
+
+    @functools.wraps(fn)  # keeps Jinja's pass_context/pass_environment marks
+    def bounded(*args: Any, **kwargs: Any) -> Any:
+        value = args[skip - 1] if len(args) >= skip else None
+        pretend = value if fn.__name__ == "do_format" else ""  # `"%9999999d" | format(1)`
+        _refuse_payloads(pretend, [*args[skip:], *kwargs.values()])
+        return fn(*args, **kwargs)
+
+    return bounded
+
+
+class _BoundedCodeGenerator(CodeGenerator):
+    """`a ~ b` through the environment's `bounded_join`, sized like `+`."""
+
+    def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
+        self.write("environment.bounded_join((")
+        for arg in node.nodes:
+            self.visit(arg, frame)
+            self.write(", ")
+        self.write("))")
 
 
 class RoleSandbox(ImmutableSandboxedEnvironment):
     """The sandbox, with `*` and `**` bounded as `range()` already is."""
 
-    intercepted_binops = frozenset({"*", "**"})
+    intercepted_binops = frozenset({"*", "**", "+", "%"})
+    code_generator_class = _BoundedCodeGenerator
+
+    @staticmethod
+    def bounded_join(parts: Iterable[Any]) -> str:
+        texts = [str(p) for p in parts]
+        if sum(map(len, texts)) > MAX_REPEAT:
+            raise SecurityError(f"a concatenation longer than {MAX_REPEAT} is refused")
+        return "".join(texts)
+
+    def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
+        _refuse_payloads(getattr(value, "__self__", None), ())
+        return super().wrap_str_format(value)
 
     def call_binop(self, context: Any, operator_: str, left: Any, right: Any) -> Any:
         if operator_ == "*":
@@ -47,7 +152,24 @@ class RoleSandbox(ImmutableSandboxedEnvironment):
             if isinstance(right, int) and abs(right) > MAX_EXPONENT:
                 raise SecurityError(f"an exponent above {MAX_EXPONENT} is refused")
             return operator.pow(left, right)
+        if operator_ == "%":
+            _refuse_payloads(left, ())
+        if operator_ == "+":
+            sized = isinstance(left, (str, list, tuple)) and isinstance(right, (str, list, tuple))
+            if sized and len(left) + len(right) > MAX_REPEAT:
+                raise SecurityError(f"a concatenation longer than {MAX_REPEAT} is refused")
         return super().call_binop(context, operator_, left, right)
+
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
+        owner = getattr(__obj, "__self__", None)
+        _refuse_payloads(owner, [*args, *kwargs.values()])
+        name = getattr(__obj, "__name__", "")
+        if isinstance(owner, str) and name == "replace" and len(args) >= 2:
+            old, new = str(args[0]), str(args[1])
+            grows = (owner.count(old) if old else len(owner) + 1) * len(new)
+            if grows > MAX_REPEAT:
+                raise SecurityError(f"a replace longer than {MAX_REPEAT} is refused")
+        return super().call(__context, __obj, *args, **kwargs)
 
 
 @once
@@ -59,6 +181,7 @@ def _env(templates: Path | None) -> jinja2.Environment:
         keep_trailing_newline=True,
         autoescape=False,
     )
+    env.filters = {name: _bounded_filter(f) for name, f in env.filters.items()}
     env.filters["q"] = shlex.quote
     env.filters["pin"] = _pin
     return env
@@ -76,7 +199,7 @@ def _template(source: str) -> jinja2.Template:
 
 
 def evaluate(expr: str, ctx: dict[str, Any]) -> Any:
-    value = _expression(expr)(**ctx)
+    value = _bounded(lambda: _expression(expr)(**ctx))
     if isinstance(value, jinja2.Undefined):
         str(value)  # StrictUndefined raises here, naming what is undefined (or unsafe)
     return value
@@ -91,7 +214,7 @@ def render(value: Any, ctx: dict[str, Any]) -> Any:
         single = _SINGLE.match(value)
         if single and "{{" not in single.group("expr"):
             return evaluate(single.group("expr"), ctx)
-        return _template(value).render(**ctx)
+        return _bounded(lambda: _template(value).render(**ctx))
     if isinstance(value, list):
         return [render(v, ctx) for v in value]
     if isinstance(value, dict):
@@ -100,7 +223,8 @@ def render(value: Any, ctx: dict[str, Any]) -> Any:
 
 
 def render_template(templates: Path, name: str, ctx: dict[str, Any]) -> str:
-    return _env(templates).get_template(name).render(**ctx)
+    template = _env(templates).get_template(name)
+    return _bounded(lambda: template.render(**ctx))
 
 
 def _pin(names: list[str], version: str | None) -> list[str]:

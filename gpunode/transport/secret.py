@@ -1,8 +1,9 @@
 """A value that must never be printed: sudo passwords.
 
 A password named by `become_password_env` is read from the environment once and then
-removed from it (`os.environ`, hence the C environment too), so that no process gpunode
-starts afterwards (local commands, helpers) inherits it. `child_env` is
+removed from it (`os.environ`, hence the C environment too, and the bytes of the block the
+process started with, which /proc/<pid>/environ shows), so that no process gpunode
+starts afterwards (local commands, helpers) inherits it, and no one reads it there. `child_env` is
 the environment for children, without any variable a password was taken from.
 """
 
@@ -12,6 +13,7 @@ import os
 import threading
 import unicodedata
 from collections.abc import Iterable
+from pathlib import Path
 
 _taken: dict[str, Secret] = {}
 _lock = threading.Lock()
@@ -54,11 +56,35 @@ class Secret:
         with _lock:
             value = os.environ.pop(name, None)
             if value is not None:
+                _scrub_start_environ(name)
                 if value:
                     _taken[name] = cls(value)
                 else:
                     _taken.pop(name, None)
             return _taken.get(name)
+
+
+def _scrub_start_environ(name: str) -> None:
+    """Overwrite `name=value` in the environment block this process was started with:
+    /proc/<pid>/environ shows that block, which unsetenv leaves as it was (Linux only; where
+    it cannot be read or written, nothing happens)."""
+    try:
+        fields = Path("/proc/self/stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()
+        start, end = int(fields[47]), int(fields[48])  # env_start, env_end: fields 50 and 51
+        with open("/proc/self/mem", "r+b", buffering=0) as mem:
+            mem.seek(start)
+            block = mem.read(end - start)
+            key = name.encode() + b"="
+            at = 0
+            while (at := block.find(key, at)) != -1:
+                if at == 0 or block[at - 1] == 0:
+                    stop = block.find(b"\0", at)
+                    stop = len(block) if stop == -1 else stop
+                    mem.seek(start + at)
+                    mem.write(b"\0" * (stop - at))
+                at += len(key)
+    except (OSError, ValueError, IndexError):
+        return
 
 
 def unusable(value: str) -> str | None:

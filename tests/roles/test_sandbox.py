@@ -237,3 +237,54 @@ def test_errors_name_the_task_and_point_at_vars(tmp_path: Path) -> None:
     assert why.endswith(
         "(task 'motd'): 'motd' is undefined: the inventory's stack.vars are read as vars.motd"
     )
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        # loops over loops: time the size limits do not count (83 s before the cap)
+        "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+        # a string doubled in a loop, `~` and `+`: memory (546 MB before)
+        "{% set s = namespace(v='x' * 1000000) %}{% for i in range(40) %}"
+        "{% set s.v = s.v ~ s.v %}{% endfor %}{{ s.v | length }}",
+        "{% set s = namespace(v='x' * 1000000) %}{% for i in range(40) %}"
+        "{% set s.v = s.v + s.v %}{% endfor %}",
+        # a list of fresh 1 MB strings: the memory budget itself
+        "{% set ns = namespace(l=[]) %}{% for i in range(100000) %}"
+        "{% set ns.l = ns.l + ['x' * 1000000] %}{% endfor %}",
+        # one call asked for a payload
+        "{{ 'x'.ljust(10 ** 9) }}",
+        "{{ 'x' | center(999999999) }}",
+        "{{ '%999999999d' % 1 }}",
+        "{{ '%999999999d' | format(1) }}",
+        "{{ '{:>999999999}'.format(1) }}",
+        "{{ ('x' * 1000000).replace('', 'yy') }}",
+    ],
+)
+def test_a_render_stops_fast_at_its_time_and_memory_caps(tmp_path: Path, template: str) -> None:
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    start = time.monotonic()
+    why = refused(
+        tmp_path,
+        """\
+        - name: big
+          op: template
+          src: motd.j2
+          path: /etc/motd
+        """,
+        templates={"motd.j2": template},
+    )
+    assert "motd.j2" in why and "is refused" in why, why
+    assert time.monotonic() - start < 10  # the probes' walks render it again
+    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak) / 1024
+    assert grown_mib < 300, grown_mib
+
+
+def test_ordinary_templates_still_render_under_the_caps() -> None:
+    text = (
+        "{{ 'ok %s' | format(3) }} {{ 12345678901 | string }} {{ [1, 2] + [3] }} "
+        "{{ 'a-b'.replace('-', '_') }} {{ 'x' ~ 'y' }} {{ 'line' | indent(4) }}"
+    )
+    assert render(text, {}) == "ok 3 12345678901 [1, 2, 3] a_b xy line"

@@ -88,3 +88,31 @@ def test_local_transport_children_never_get_a_taken_variable(
     assert "second-secret" not in res.stdout and var not in res.stdout
     assert Secret.from_env(var) == Secret("second-secret")  # the newer value wins
     assert var not in os.environ
+
+
+def test_the_password_leaves_the_processs_own_proc_environ() -> None:
+    """/proc/<pid>/environ shows the block a process started with, which unsetenv leaves:
+    once read, the password is gone from gpunode's own, read from outside and inside."""
+    import subprocess
+    import sys
+
+    password = f"pw-{secrets.token_hex(8)}"
+    code = (
+        "import sys\n"
+        "from gpunode.transport.secret import Secret\n"
+        "s = Secret.from_env('GPUNODE_TEST_PW')\n"
+        "own = open('/proc/self/environ', 'rb').read()\n"
+        "print(s.reveal() if s else None, own.count(sys.argv[1].encode()), flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code, password], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "GPUNODE_TEST_PW": password})  # fmt: skip
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().split() == [password, "0"]  # still usable, gone inside
+        outside = Path(f"/proc/{child.pid}/environ").read_bytes()
+        assert password.encode() not in outside
+        assert b"PATH=" in outside  # the rest of the block is as it was
+    finally:
+        child.communicate("", timeout=10)
