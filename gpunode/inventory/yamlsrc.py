@@ -15,9 +15,13 @@ import os
 import re
 import stat
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpunode.inventory.yamlnodes import build, check_events, scanner
 from gpunode.inventory.yamlpos import Position, Source, YamlError
+
+if TYPE_CHECKING:
+    from ruamel.yaml.error import MarkedYAMLError
 
 MAX_BYTES = 10 * 1024 * 1024
 
@@ -37,10 +41,7 @@ def load_text(text: str, file: str) -> Source:
         check_events(yaml.parse(text), file)
         root = yaml.compose(text)
     except MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        problem = " ".join(str(p) for p in (exc.context, exc.problem) if p)
-        raise YamlError(Position(file, line, col), problem.replace("\n", " ")) from None
+        raise YamlError(*_explain(exc, file)) from None
     except YAMLError as exc:
         raise YamlError(Position(file, 1, 1), str(exc).replace("\n", " ")) from None
     src = Source(file=file, data=None, text=text)
@@ -48,6 +49,31 @@ def load_text(text: str, file: str) -> Source:
     if root is not None:
         src.data = build(root, src, yaml.constructor)
     return src
+
+
+_FLOW = {"mapping": ("{", "}"), "sequence": ("[", "]")}
+
+
+def _explain(exc: MarkedYAMLError, file: str) -> tuple[Position, str]:
+    """The parser's error at the place to fix, in words that say what to do: a tab where
+    YAML wants spaces, a `{` or `[` never closed (shown where it opens, not where the
+    parser gave up)."""
+    mark = exc.problem_mark or exc.context_mark
+    line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+    problem = " ".join(str(p) for p in (exc.context, exc.problem) if p).replace("\n", " ")
+    if "'\\t'" in problem or "tab character" in problem:
+        return Position(file, line, col), (
+            "a tab character: YAML indents with spaces only; replace the tab with spaces"
+        )
+    flow = re.match(r"while parsing a flow (mapping|sequence)", str(exc.context or ""))
+    if flow and exc.context_mark is not None and "expected ','" in str(exc.problem or ""):
+        opened, closer = _FLOW[flow.group(1)]
+        start = exc.context_mark
+        return Position(file, start.line + 1, start.column + 1), (
+            f"this '{opened}' is not closed: end it with '{closer}' (or add a missing ',')"
+            f" before line {line}, column {col}, where the parser gave up"
+        )
+    return Position(file, line, col), problem
 
 
 def load_file(path: str | Path) -> Source:
