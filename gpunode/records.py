@@ -9,7 +9,7 @@ leaves a trace: it holds the controller's host name, process id and boot id, and
 written when the run ends costs a warning, never the run's summary. No secrets go in.
 
 Records are private: the state directory and its runs/ are 0700 (an existing one is
-tightened, with a warning when someone else owns it), each record is created 0600 (no
+tightened; one someone else owns is refused, StateDirError), each record is created 0600 (no
 window in which it is readable), and `--diff` never shows the content of a managed file
 that is not world-readable on the host, before or after (see `private_file_note`).
 """
@@ -52,6 +52,10 @@ def _warn(message: str) -> None:
 
 
 def _private_dir(path: Path) -> None:
+class StateDirError(Exception):
+    """The state directory cannot be trusted with run records (someone else owns it)."""
+
+
     """Make `path` (and missing parents) a directory only its owner can enter: created
     0700; an existing one with group or other bits is set to 0700."""
     if not path.is_dir():
@@ -60,10 +64,10 @@ def _private_dir(path: Path) -> None:
             os.mkdir(path, DIR_MODE)  # mode & ~umask: never wider than 0700
     st = os.stat(path)
     if st.st_uid != os.geteuid():
-        _warn(
-            f"{path} is owned by uid {st.st_uid}, not by you (uid {os.geteuid()}): "
-            "whoever owns it can read gpunode's run records; set GPUNODE_STATE_DIR to a "
-            "directory of your own"
+        raise StateDirError(
+            f"the state directory {path} is owned by uid {st.st_uid}, not by you (uid "
+            f"{os.geteuid()}): whoever owns it could read or plant gpunode's run records; "
+            "set GPUNODE_STATE_DIR (or state_dir in gpunode.toml) to a directory of your own"
         )
     if stat.S_IMODE(st.st_mode) & 0o077:
         if st.st_mode & stat.S_ISVTX:

@@ -178,3 +178,10 @@ def run() -> NoReturn:
     except SystemExit as exc:
         leave(exc.code)
     leave(0)
+    except Exception as exc:
+        from gpunode.records import StateDirError
+
+        if not isinstance(exc, StateDirError):
+            raise
+        click.echo(f"error: {exc}", err=True)  # a state directory of someone else's
+        leave(ExitCode.BAD_INPUT)

@@ -44,8 +44,15 @@ def import_(source: str, output: str | None, force: bool) -> None:
     """
     from gpunode.inventory import InventoryError, loads
     from gpunode.inventory.ansible import ImportProblem, convert
-    from gpunode.inventory.text import printable
+    from gpunode.inventory.text import bad_char, printable
 
+    # a name is written into the inventory's first line: a newline there would become YAML
+    for what, given in (("FILE", source), ("--output", output)):
+        wrong = bad_char(given) if given else None
+        if wrong:
+            click.echo(f"error: {what} {printable(given or '')}: the name {wrong}; rename the "
+                       "file, or pipe it in with -", err=True)  # fmt: skip
+            sys.exit(ExitCode.BAD_INPUT)
     name = "<stdin>" if source == "-" else source
     try:
         converted = convert(json.loads(_read(source)))

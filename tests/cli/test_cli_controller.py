@@ -191,10 +191,15 @@ def test_existing_open_state_dir_is_tightened_and_a_foreign_one_warned(
     nobody = pwd.getpwnam("nobody")
     os.chown(state, nobody.pw_uid, nobody.pw_gid)
     os.chmod(state, 0o755)
-    out = gpunode("apply", str(inv), "--check", state=state)
-    assert out.returncode == ExitCode.UNREACHABLE
-    assert f"warning: {state} is owned by uid {nobody.pw_uid}, not by you" in out.stderr
-    assert _mode(state) == 0o700
+    before = sorted(p.name for p in (state / "runs").iterdir())
+    for command in (["apply", str(inv), "--check"], ["smoke", str(inv)]):
+        out = gpunode(*command, state=state)
+        assert out.returncode == ExitCode.BAD_INPUT, out.stderr
+        assert (
+            f"error: the state directory {state} is owned by uid {nobody.pw_uid}, not by you"
+        ) in out.stderr and "Traceback" not in out.stderr
+        assert _mode(state) == 0o755
+        assert sorted(p.name for p in (state / "runs").iterdir()) == before
 
 
 def test_record_save_does_not_chmod(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

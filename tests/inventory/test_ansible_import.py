@@ -103,6 +103,21 @@ def test_hostile_names_and_values_are_refused_and_nothing_is_written(tmp_path: P
     assert done.returncode == 4 and "not a regular file" in done.stderr
 
 
+def test_a_file_name_with_a_newline_never_becomes_yaml(tmp_path: Path) -> None:
+    """The source's name heads the output (`# Imported from NAME`): a newline in it would
+    start a YAML line of the attacker's, here a host whose connection runs locally."""
+    source = tmp_path / "x\nhosts: {evil: {connection: local}}\n#.json"
+    source.write_text((FIXTURES / "list.json").read_text())
+    out = tmp_path / "cluster.yaml"
+    done = gpunode("inventory", "import", str(source), "-o", str(out))
+    assert done.returncode == 4, done.stderr
+    assert "contains U+000A (LINE FEED)" in done.stderr and "\n" not in done.stderr.rstrip("\n")
+    assert not out.exists()
+    bad_out = tmp_path / "out\u202e.yaml"  # a bidi override in the output's name
+    done = gpunode("inventory", "import", str(FIXTURES / "list.json"), "-o", str(bad_out))
+    assert done.returncode == 4 and "U+202E" in done.stderr and not bad_out.exists()
+
+
 def test_an_existing_file_is_kept_without_force(tmp_path: Path) -> None:
     out = tmp_path / "cluster.yaml"
     out.write_text("keep me\n")
