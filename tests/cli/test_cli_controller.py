@@ -172,7 +172,7 @@ def test_records_are_private_even_under_umask_0(server: SshServer, tmp_path: Pat
     assert "warning" not in out.stderr
 
 
-def test_existing_open_state_dir_is_tightened_and_a_foreign_one_warned(
+def test_existing_open_state_dir_is_tightened_and_a_foreign_one_refused(
     server: SshServer, tmp_path: Path
 ) -> None:
     state = tmp_path / "state"
@@ -187,7 +187,8 @@ def test_existing_open_state_dir_is_tightened_and_a_foreign_one_warned(
     assert out.returncode == ExitCode.UNREACHABLE
     assert _mode(state) == 0o700 and _mode(state / "runs") == 0o700 and _mode(old) == 0o600
     assert "warning" not in out.stderr
-    # someone else's directory: gpunode says so (its owner can read the records)
+    # someone else's directory (its owner could read the records, or plant some): refused
+    # before any host is contacted, with no traceback, nothing written or changed there
     nobody = pwd.getpwnam("nobody")
     os.chown(state, nobody.pw_uid, nobody.pw_gid)
     os.chmod(state, 0o755)
