@@ -138,8 +138,18 @@ def defaults_for(
 
 
 def _usage_status(exc: click.UsageError) -> None:
-    """Make click's usage error exit 5 when shown; its message and hints stay as they are."""
+    """Make click's usage error exit 5 when shown; a bad value that came from the
+    environment names its variable (GPUNODE_APPLY_FORKS), not only the option."""
     vars(exc)["exit_code"] = ExitCode.USAGE  # an instance value over click's class-wide 2
+    param, ctx = getattr(exc, "param", None), exc.ctx
+    if not isinstance(exc, click.BadParameter) or param is None or ctx is None or not param.name:
+        return
+    from click.core import ParameterSource
+
+    if ctx.get_parameter_source(param.name) is ParameterSource.ENVIRONMENT:
+        envvar = param.envvar or f"{ctx.auto_envvar_prefix}_{param.name.upper()}"
+        shown = "/".join(getattr(param, "opts", [])) or param.name
+        exc.param_hint = f"environment variable {envvar} ({ctx.command_path} {shown})"
 
 
 CONTEXT = {

@@ -74,6 +74,17 @@ def check_tags(hosts: list[Host], inventory: str, *asked: tuple[str, ...]) -> No
         sys.exit(ExitCode.USAGE)
 
 
+def _terminal() -> bool:
+    """A controlling terminal to prompt on (getpass reads /dev/tty before stdin)."""
+    import os
+
+    try:
+        os.close(os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY))
+    except OSError:
+        return False
+    return True
+
+
 def become_password(hosts: list[Host], ask: bool) -> Secret | None:
     """The -K password (prompted now) or None; a sudo password that cannot be used (a line
     break, a control character) ends the command before any host is contacted (bad input)."""
@@ -82,6 +93,12 @@ def become_password(hosts: list[Host], ask: bool) -> Secret | None:
 
     take_become_passwords(hosts)
     password = None
+    if ask and not sys.stdin.isatty() and not _terminal():  # no prompt could be answered
+        click.echo("error: -K asks for the sudo password on a terminal, and there is none "
+                   "here: run it on a terminal, or put the password in an environment "
+                   "variable and name it with become_password_env in the inventory",
+                   err=True)  # fmt: skip
+        sys.exit(ExitCode.USAGE)
     if ask:
         password = Secret(click.prompt("sudo password", hide_input=True, err=True))
     problem = password_problem(hosts, password)

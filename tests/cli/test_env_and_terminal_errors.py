@@ -1,0 +1,64 @@
+"""Mistakes in how gpunode is run, not in the inventory, say what to do: a bad value in a
+GPUNODE_* variable names the variable, and -K where no terminal can answer says how else
+to give the password. Real processes; no host is contacted (TEST-NET addresses)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpunode.exitcodes import ExitCode
+
+INVENTORY = "hosts:\n  a: {address: 192.0.2.1}\n"
+
+
+def gpunode(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gpunode", *args],
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+        start_new_session=True,  # no controlling terminal, as under cron or CI
+        env={**os.environ, **env},
+    )  # fmt: skip
+
+
+@pytest.fixture
+def inv(tmp_path: Path) -> Path:
+    path = tmp_path / "inv.yaml"
+    path.write_text(INVENTORY)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("command", "var", "value", "why"),
+    [
+        ("apply", "GPUNODE_APPLY_FORKS", "abc", "'abc' is not a valid integer range"),
+        ("plan", "GPUNODE_PLAN_FORKS", "0", "0 is not in the range 1<=x<=256"),
+    ],
+)
+def test_a_bad_environment_value_names_its_variable(
+    inv: Path, command: str, var: str, value: str, why: str
+) -> None:
+    out = gpunode(command, str(inv), **{var: value})
+    assert out.returncode == ExitCode.USAGE, out.stderr
+    assert (
+        f"Invalid value for environment variable {var} (gpunode {command} -f/--forks): {why}"
+        in out.stderr
+    )
+    # the same mistake on the command line is named as the option
+    out = gpunode(command, str(inv), "--forks", value)
+    assert "Invalid value for '-f' / '--forks'" in out.stderr
+
+
+def test_ask_become_pass_without_a_terminal_says_how_else(inv: Path) -> None:
+    out = gpunode("plan", str(inv), "-K")
+    assert out.returncode == ExitCode.USAGE, out.stderr
+    assert out.stderr.strip() == (
+        "error: -K asks for the sudo password on a terminal, and there is none here: run it "
+        "on a terminal, or put the password in an environment variable and name it with "
+        "become_password_env in the inventory"
+    )
+    assert "interrupted" not in out.stderr and out.stdout == ""
