@@ -90,7 +90,12 @@ def load_file(path: str | Path) -> Source:
         if not stat.S_ISREG(mode):
             kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO, device or socket"
             raise YamlError(where, f"not a regular file ({kind}): give the inventory as a file")
-        raw = _read(fd, MAX_BYTES + 1)  # the file may grow while we read
+        if _kernel_file(st):  # /proc/kmsg: reading takes the kernel's messages (or blocks)
+            raise YamlError(where, "a kernel file (/proc, /sys): give the inventory as a file")
+        try:
+            raw = _read(fd, MAX_BYTES + 1)  # the file may grow while we read
+        except OSError as exc:
+            raise YamlError(where, f"cannot read: {exc.strerror}") from None
     finally:
         os.close(fd)
     if len(raw) > MAX_BYTES:
@@ -100,6 +105,17 @@ def load_file(path: str | Path) -> Source:
     except UnicodeDecodeError as exc:
         raise YamlError(where, f"not UTF-8 text ({exc.reason})") from None
     return load_text(text, str(path))
+
+
+def _kernel_file(st: os.stat_result) -> bool:
+    """`st` is on the file system of /proc or /sys."""
+    for root in ("/proc", "/sys"):
+        try:
+            if os.stat(root).st_dev == st.st_dev:
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def _read(fd: int, limit: int) -> bytes:

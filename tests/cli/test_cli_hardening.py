@@ -245,6 +245,27 @@ def test_fifo_and_device_are_refused_without_hanging(tmp_path: Path, kind: str) 
     assert run.seconds < 3 and run.rss_mb < 250, (run.seconds, run.rss_mb)
 
 
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        # regular files to stat: kmsg blocks (or, read by root, takes the kernel's messages)
+        ("/proc/kmsg", "a kernel file (/proc, /sys): give the inventory as a file"),
+        ("/proc/self/status", "a kernel file (/proc, /sys): give the inventory as a file"),
+        ("/sys/kernel/uevent_seqnum", "a kernel file (/proc, /sys): give the inventory as a file"),
+    ],
+)
+def test_kernel_files_are_refused_without_a_traceback(path: str, message: str) -> None:
+    run = gpunode("check", path, timeout=20)
+    refused(run, f"{path}:1:1: {message}")
+    assert "Traceback" not in run.stderr and run.seconds < 3, run.seconds
+
+
+def test_a_folder_is_refused_without_a_traceback(tmp_path: Path) -> None:
+    run = gpunode("check", str(tmp_path), timeout=20)
+    assert run.returncode in (4, 5) and "is a directory" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr
+
+
 def test_merge_keys_are_supported(tmp_path: Path) -> None:
     inv = write(
         tmp_path,
