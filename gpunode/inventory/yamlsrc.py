@@ -86,9 +86,9 @@ def load_file(path: str | Path) -> Source:
     except OSError as exc:
         raise YamlError(where, f"cannot open: {exc.strerror}") from None
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO, device or socket"
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO, device or socket"
             raise YamlError(where, f"not a regular file ({kind}): give the inventory as a file")
         if _kernel_file(st):  # /proc/kmsg: reading takes the kernel's messages (or blocks)
             raise YamlError(where, "a kernel file (/proc, /sys): give the inventory as a file")
