@@ -26,6 +26,7 @@ import stat
 import sys
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,11 +52,11 @@ def _warn(message: str) -> None:
     sys.stderr.flush()
 
 
-def _private_dir(path: Path) -> None:
 class StateDirError(Exception):
     """The state directory cannot be trusted with run records (someone else owns it)."""
 
 
+def _private_dir(path: Path) -> None:
     """Make `path` (and missing parents) a directory only its owner can enter: created
     0700; an existing one with group or other bits is set to 0700."""
     if not path.is_dir():
@@ -210,15 +211,49 @@ def abandoned(data: dict[str, Any]) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class InventoryId:
+    """Which inventory a record is of: its resolved path, and the `name:` it may set. Two
+    inventories with the same host names (a staging and a production `gpu01`) never share
+    records: a named inventory owns the records of its name, an unnamed one those of its
+    path that no name claims."""
+
+    path: str
+    name: str | None = None
+
+    @classmethod
+    def of(cls, path: str | Path, name: str | None = None) -> InventoryId:
+        return cls(str(Path(path).resolve()), name or None)
+
+    @property
+    def label(self) -> str:
+        """How views name it: the name, else the path."""
+        return self.name or self.path
+
+    def owns(self, data: dict[str, Any]) -> bool:
+        """Whether the record `data` is of this inventory."""
+        theirs = data.get("inventory_name") or None
+        if self.name is not None:
+            return theirs == self.name
+        return theirs is None and data.get("inventory") == self.path
+
+
 class Record:
-    def __init__(self, command: str, inventory: str, options: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        command: str,
+        inventory: str | InventoryId,
+        options: dict[str, Any],
+    ) -> None:
+        ident = inventory if isinstance(inventory, InventoryId) else InventoryId.of(inventory)
         stamp = time.strftime("%Y%m%dT%H%M%S", time.localtime())
         self.id = f"{stamp}-{secrets.token_hex(3)}"
         self.path = runs_dir() / f"{self.id}.json"
         self.data: dict[str, Any] = {
             "id": self.id,
             "command": command,
-            "inventory": str(Path(inventory).resolve()),
+            "inventory": ident.path,
+            "inventory_name": ident.name,
             "options": options,
             "started": time.time(),
             "finished": None,
@@ -283,6 +318,20 @@ def load_run(path: Path) -> dict[str, Any]:
     if why is not None:
         data["status"], data["abandoned"] = "abandoned", why
     return data
+
+
+def runs_of(inventory: InventoryId) -> list[dict[str, Any]]:
+    """Every readable record of `inventory`, oldest first: another inventory's hosts of the
+    same names are not these."""
+    out = []
+    for path in list_runs():
+        try:
+            data = load_run(path)
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and inventory.owns(data):
+            out.append(data)
+    return out
 
 
 def settle_abandoned() -> list[dict[str, Any]]:
