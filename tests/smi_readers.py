@@ -8,8 +8,9 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from gpunode.facts.model import NvidiaSmi, SmiGpu
-from gpunode.facts.smi import SmiParseError, convert, failure_message, gpu_from
+from gpunode.facts.model import NvidiaSmi
+from gpunode.facts.smi import failure_message
+from gpunode.smiquery import SmiGpu, SmiParseError, convert, gpu_from
 
 # The columns the query-gpu captures in tests/fixtures were taken with (the query list was not
 # recorded; inferred from the values: memory.total = memory.free + reserved + memory.used).
@@ -80,7 +81,7 @@ def parse_smi_xml(text: str) -> NvidiaSmi:
         }
         for attr, v in raw.items():
             values[attr] = v if attr in ("name", "uuid", "bus_id") else convert(attr, v)
-        gpus.append(gpu_from(values))
+        gpus.append(gpu_from(values, SmiGpu))
     cuda = _xml_text(root, "cuda_version")
     return NvidiaSmi(
         ok=True,

@@ -112,7 +112,7 @@ def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...
         allow_busy = bool(saved.options["allow_busy"])
         allow_change_held = bool(saved.options["allow_change_held"])
         yes = True  # it was reviewed when it was saved; it binds each host to it
-    _, hosts = load_selected(inventory, limit)
+    inv, hosts = load_selected(inventory, limit)
     check_tags(hosts, inventory, tags, skip_tags)
     if verbose >= 2:
         from gpunode.cli.config import echo_settings
@@ -145,7 +145,7 @@ def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...
         click.echo(f"gpunode: warning: run {old['id']} was abandoned ({old['abandoned']}): "
                    "its hosts may have been left mid-change; this run converges them",
                    err=True)  # fmt: skip
-    record = session.open_record(inventory, limit)
+    record = session.open_record(inv.identity, limit)
     with stopping(session):
         code = show(session, as_json=as_json, tui=tty and not no_tui, verbose=verbose > 0,
                     diff=diff, fleet=inventory_name(inventory))  # fmt: skip

@@ -44,8 +44,8 @@ def cost(
 
     if work is None and (hours is not None or budget is not None):
         _bad("--hours and --budget describe a job: give its size with --work PFLOP")
-    _, hosts = load_selected(inventory, limit)
-    measured = latest(records.load_run(p) for p in records.list_runs())
+    inv, hosts = load_selected(inventory, limit)
+    measured = latest(records.runs_of(inv.identity))
     types, unpriced = gpu_types(hosts, measured)
     options, job = None, None
     if work is not None:

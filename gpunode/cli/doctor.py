@@ -41,13 +41,13 @@ def doctor(
     from gpunode.views.doctor import doctor_json, doctor_summary, doctor_text
     from gpunode.views.envelope import dumps
 
-    _, hosts = load_selected(inventory, limit)
+    inv, hosts = load_selected(inventory, limit)
     password = become_password(hosts, ask_become_pass)
     start = time.monotonic()
     outcomes = diagnose_all(hosts, bus=Bus(), forks=forks, become_password=password)
     code = exit_status(outcomes)
     # recorded like apply and smoke: `gpunode exporter` serves the findings' counts from it
-    Record("doctor", inventory, {"limit": limit}).finish(
+    Record("doctor", inv.identity, {"limit": limit}).finish(
         doctor_json(outcomes, int(code))["hosts"], int(code), time.monotonic() - start
     )
     if as_json:

@@ -73,9 +73,11 @@ def smoke(
     from gpunode.transport.connect import take_become_passwords
     from gpunode.views.envelope import dumps
 
-    _, hosts = load_selected(inventory, limit)
+    inv, hosts = load_selected(inventory, limit)
     take_become_passwords(hosts)  # out of the environment before any child process starts
-    session = SmokeSession(hosts, inventory, only=only, pythons=pythons, forks=forks, limit=limit)
+    session = SmokeSession(
+        hosts, inv.identity, only=only, pythons=pythons, forks=forks, limit=limit
+    )
     if not (as_json or no_tui) and sys.stdin.isatty() and sys.stdout.isatty():
         from gpunode.tui import run_smoke_tui
 

@@ -31,7 +31,7 @@ from gpunode.execute.preview import plan_hosts
 from gpunode.execute.result import HostResult, RunResult
 from gpunode.execute.run import apply
 from gpunode.hostpool import Opener, Outcome, Stop
-from gpunode.records import Record
+from gpunode.records import InventoryId, Record
 from gpunode.transport.secret import Secret
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ class ApplySession:
             self.hosts, self.options, forks=self.pacing.forks, become_password=self.become_password
         )
 
-    def open_record(self, inventory: str, limit: str | None) -> Path:
+    def open_record(self, inventory: str | InventoryId, limit: str | None) -> Path:
         """Write the run record (status "running", every host waiting) before any work."""
         o, p = self.options, self.pacing
         options: dict[str, Any] = {

@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gpunode.smiquery import SmiGpu
+
 _USERSPACE = re.compile(r"libnvidia-compute(?:-[0-9]+)?")
 
 
@@ -50,21 +52,6 @@ class KernelModule(_Fact):
     version: str | None = None  # /sys/module/nvidia/version
     flavor: Literal["open", "proprietary"] | None = None  # from /proc/driver/nvidia/version
     nouveau_loaded: bool = False
-
-
-class SmiGpu(_Fact):
-    index: int
-    name: str
-    uuid: str = ""
-    bus_id: str = ""
-    memory_total_mib: int = 0
-    memory_used_mib: int = 0
-    utilization_pct: float | None = None
-    temperature_c: float | None = None
-    power_draw_w: float | None = None
-    power_limit_w: float | None = None
-    sm_clock_mhz: float | None = None
-    persistence_mode: bool | None = None
 
 
 class NvidiaSmi(_Fact):

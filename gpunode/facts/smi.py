@@ -1,7 +1,7 @@
 """Parsers for what fact gathering reads from nvidia-smi, into `NvidiaSmi` / `SmiGpu`.
 
-Handles the plain table (`nvidia-smi`) and `--query-gpu` CSV (with or without header and
-units).
+The plain table (`nvidia-smi`) here; `--query-gpu` CSV (with or without header and units)
+through gpunode.smiquery, the parser the monitor uses too.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from gpunode.facts.model import NvidiaSmi, SmiGpu
-from gpunode.smivalues import is_missing
+from gpunode.facts.model import NvidiaSmi
+from gpunode.smiquery import SmiGpu, SmiParseError, convert, gpu_from, parse_csv
 
 QUERY_FIELDS = (
     "index", "name", "uuid", "pci.bus_id", "memory.total", "memory.used", "utilization.gpu",
@@ -19,28 +19,6 @@ QUERY_FIELDS = (
     "driver_version",
 )  # fmt: skip
 """What fact gathering asks for (`--query-gpu=` + ",".join(QUERY_FIELDS))."""
-
-# query field (or the name nvidia-smi prints in its CSV header) -> SmiGpu attribute
-_FIELD_ATTR = {
-    "index": "index",
-    "name": "name",
-    "uuid": "uuid",
-    "pci.bus_id": "bus_id",
-    "memory.total": "memory_total_mib",
-    "memory.used": "memory_used_mib",
-    "utilization.gpu": "utilization_pct",
-    "temperature.gpu": "temperature_c",
-    "power.draw": "power_draw_w",
-    "power.limit": "power_limit_w",
-    "enforced.power.limit": "power_limit_w",
-    "clocks.sm": "sm_clock_mhz",
-    "clocks.current.sm": "sm_clock_mhz",
-    "persistence_mode": "persistence_mode",
-}
-_INT_ATTRS = {"index", "memory_total_mib", "memory_used_mib"}
-_FLOAT_ATTRS = {"utilization_pct", "temperature_c", "power_draw_w", "power_limit_w",
-                "sm_clock_mhz"}  # fmt: skip
-_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
 
 FAILURE_HINTS = (
     "NVIDIA-SMI has failed",
@@ -50,9 +28,7 @@ FAILURE_HINTS = (
     "Driver/library version mismatch",
 )
 
-
-class SmiParseError(ValueError):
-    pass
+__all__ = ["QUERY_FIELDS", "SmiParseError", "failure_message", "parse_query_csv", "parse_smi_table"]
 
 
 def failure_message(text: str) -> str | None:
@@ -63,68 +39,14 @@ def failure_message(text: str) -> str | None:
     return None
 
 
-def convert(attr: str, raw: str) -> Any:
-    """One raw nvidia-smi value as the type of SmiGpu's `attr` (None when missing)."""
-    if is_missing(raw):
-        return None
-    v = raw.strip()
-    if attr == "persistence_mode":
-        return v.lower() in ("enabled", "on", "1", "yes")
-    if attr in _INT_ATTRS or attr in _FLOAT_ATTRS:
-        m = _NUMBER.search(v)
-        if m is None:
-            raise SmiParseError(f"{attr}: not a number: {v!r}")
-        num = float(m.group())
-        if attr in _INT_ATTRS:
-            if attr != "index" and re.search(r"GiB", v):
-                num *= 1024
-            return int(num)
-        return num
-    return v
-
-
-def gpu_from(values: dict[str, Any]) -> SmiGpu:
-    """An SmiGpu from converted values; index and name are required."""
-    clean = {k: v for k, v in values.items() if v is not None}
-    if "index" not in clean or "name" not in clean:
-        raise SmiParseError(f"a GPU row needs index and name: {values}")
-    return SmiGpu(**clean)
-
-
 def parse_query_csv(text: str, fields: Sequence[str] | None = None) -> NvidiaSmi:
-    """`--query-gpu=...` output. `fields` is the query list (needed when there is no header)."""
+    """`--query-gpu=...` output (gpunode.smiquery's parser) with nvidia-smi's own failure
+    message and the driver's version. `fields` is the query list (needed without a header)."""
     msg = failure_message(text)
     if msg:
         return NvidiaSmi(ok=False, error=msg)
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    names = list(fields) if fields is not None else None
-    first = lines[0].split(",")[0].strip() if lines else ""
-    if re.fullmatch(r"[a-z_.]+(\s*\[.*\])?", first):  # a header: lowercase field names
-        header = [c.strip() for c in lines[0].split(",")]
-        names = [re.sub(r"\s*\[.*\]$", "", h) for h in header]
-        lines = lines[1:]
-    if names is None:
-        raise SmiParseError("CSV without a header: pass the query fields")
-    gpus: list[SmiGpu] = []
-    driver = None
-    for ln in lines:
-        cols = [c.strip() for c in ln.split(",")]
-        if len(cols) != len(names):
-            # a GPU name could hold a comma; join the surplus into the name column
-            if len(cols) > len(names) and "name" in names:
-                i = names.index("name")
-                extra = len(cols) - len(names)
-                cols[i : i + extra + 1] = [", ".join(cols[i : i + extra + 1])]
-            else:
-                raise SmiParseError(f"{len(cols)} columns, expected {len(names)}: {ln!r}")
-        values: dict[str, Any] = {}
-        for name, raw in zip(names, cols, strict=True):
-            if name == "driver_version":
-                driver = None if is_missing(raw) else raw
-            attr = _FIELD_ATTR.get(name)
-            if attr is not None:
-                values[attr] = convert(attr, raw)
-        gpus.append(gpu_from(values))
+    gpus = parse_csv(text, fields)
+    driver = next((g.driver_version for g in gpus if g.driver_version), None)
     return NvidiaSmi(ok=True, driver_version=driver, gpus=gpus)
 
 
@@ -171,7 +93,7 @@ def parse_smi_table(text: str) -> NvidiaSmi:
                 memory_total_mib=int(m2.group("total")),
                 utilization_pct=convert("utilization_pct", m2.group("util")),
             )
-        gpus.append(gpu_from(values))
+        gpus.append(gpu_from(values, SmiGpu))
     return NvidiaSmi(
         ok=True,
         driver_version=head.group("driver"),

@@ -17,6 +17,7 @@ from gpunode.inventory.validation import validate
 from gpunode.inventory.varsfiles import VarsFiles, load_vars_files
 from gpunode.inventory.yamlpos import Path_, Position, Source, YamlError
 from gpunode.inventory.yamlsrc import load_file, load_text
+from gpunode.records import InventoryId
 
 MAX_MERGED = 1_000_000
 
@@ -44,6 +45,13 @@ class Inventory:
 
     def select(self, pattern: str | None) -> list[Host]:
         return [self.hosts[n] for n in select(self, pattern)]
+
+    @property
+    def identity(self) -> InventoryId:
+        """Which inventory this is, for the run records: its path and its `name:`."""
+        data = self.source.data
+        name = data.get("name") if isinstance(data, dict) else None
+        return InventoryId.of(self.source.file, name if isinstance(name, str) else None)
 
 
 def load(path: str | Path) -> Inventory:

@@ -699,6 +699,10 @@ class Host(HostEntry):
         return stack
 
     @property
+    name: Name | None = None
+    """This inventory's name: run records are kept by it (else by the file's path), and the
+    exporter's `inventory` label shows it. Two inventories with the same host names (staging
+    and production) never share records while their names (or paths) differ."""
     def target(self) -> str:
         if self.connection == "local":
             return "localhost"

@@ -8,13 +8,15 @@ sampler.start()
 
 from gpunode.monitor.board import Board, HostView
 from gpunode.monitor.model import GpuProcess, GpuSample, LinkStatus
+from gpunode.monitor.nvml import NvmlSource
 from gpunode.monitor.sampler import Sampler, backoff_delays
-from gpunode.monitor.sources import NvmlSource, SmiSource, Source, StreamEnded
+from gpunode.monitor.sources import GpusUnreadable, SmiSource, Source, StreamEnded
 
 __all__ = [
     "Board",
     "GpuProcess",
     "GpuSample",
+    "GpusUnreadable",
     "HostView",
     "LinkStatus",
     "NvmlSource",

@@ -88,7 +88,7 @@ class Board:
                 hist = h.history.get(s.index)
                 if hist is None:
                     hist = h.history[s.index] = deque(maxlen=self._history)
-                hist.append(s.util if s.util is not None else 0.0)
+                hist.append(s.utilization_pct if s.utilization_pct is not None else 0.0)
                 h.last_ts = s.ts
             h.status = "live"
             h.detail = ""
@@ -109,6 +109,11 @@ class Board:
             h.status, h.detail = status, detail
             if source:
                 h.source = source
+            self._dirty.add(host)
+
+    def set_source(self, host: str, source: str) -> None:
+        with self._lock:
+            self._host(host).source = source
             self._dirty.add(host)
 
     def drain(self) -> set[str]:

@@ -8,8 +8,9 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from gpunode.monitor.board import Board, HostView
+from gpunode.monitor.nvml import NvmlSource
 from gpunode.monitor.sampler import Sampler, SourceFactory
-from gpunode.monitor.sources import NvmlSource, SmiSource, Source
+from gpunode.monitor.sources import SmiSource, Source
 
 if TYPE_CHECKING:
     from gpunode.inventory.model import Host
@@ -66,7 +67,7 @@ def first_views(board: Board, *, interval: float, timeout: float) -> list[HostVi
     deadline = time.monotonic() + timeout
 
     def settled() -> bool:
-        return all(v.gpus or v.status == "down" for v in board.views())
+        return all(v.gpus or v.status in ("down", "unreadable") for v in board.views())
 
     while not settled() and time.monotonic() < deadline:
         time.sleep(0.05)

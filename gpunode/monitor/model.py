@@ -5,29 +5,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-LinkStatus = Literal["connecting", "live", "stale", "down"]
+from pydantic import ConfigDict
+
+from gpunode.smiquery import SmiGpu
+
+LinkStatus = Literal["connecting", "live", "stale", "down", "unreadable"]
 """live: samples arriving; stale: the stream dropped or went quiet, last values kept;
-down: never got a sample (unreachable or no GPU tooling)."""
+down: never got a sample (unreachable); unreadable: the host answers but nvidia-smi cannot
+read its GPUs (no driver, a version mismatch), the detail says why."""
 
 
-@dataclass(frozen=True, slots=True)
-class GpuSample:
+class GpuSample(SmiGpu):
+    """One GPU's reading at `ts` on `host`: the facts' GPU model (gpunode.smiquery), timed."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
     host: str
-    index: int
-    name: str
-    uuid: str
-    util: float | None  # percent
-    mem_used: int | None  # MiB
-    mem_total: int | None  # MiB
-    temp: float | None  # Celsius
-    power_draw: float | None  # W
-    power_limit: float | None  # W
-    sm_clock: int | None  # MHz
     ts: float
-    driver: str = ""  # the driver's version, e.g. 580.159.04
-    mem_free: int | None = None  # MiB, as nvidia-smi's memory.free (total - reserved - used)
-    mem_clock: int | None = None  # MHz
-    bus_id: str = ""  # e.g. 00000000:00:06.0
 
 
 @dataclass(frozen=True, slots=True)

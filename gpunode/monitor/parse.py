@@ -1,39 +1,44 @@
-"""Parse `nvidia-smi --query-* --format=csv,noheader,nounits` output.
-
-Fields are mapped by the names that were asked for, so the same parser reads
-the monitor's own query and the wider captures used as test fixtures.
+"""The monitor's nvidia-smi commands, and their output parsed: GPU rows through
+gpunode.smiquery (the facts' parser), compute apps and `ps` users here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 
+from pydantic import ValidationError
+
 from gpunode.monitor.model import GpuProcess, GpuSample
-from gpunode.smivalues import is_missing
+from gpunode.smiquery import SmiParseError, is_missing, parse_row
+
+BASE_FIELDS: tuple[str, ...] = (
+    "index", "name", "uuid", "utilization.gpu", "memory.used", "memory.total",
+    "temperature.gpu", "power.draw", "power.limit", "clocks.sm", "driver_version",
+    "memory.free", "clocks.mem", "pci.bus_id",
+)  # fmt: skip
+"""What every driver nvidia-smi answers (the monitor falls back to these alone when a
+driver refuses a field of the wider query)."""
 
 QUERY_FIELDS: tuple[str, ...] = (
-    "index",
-    "name",
-    "uuid",
-    "utilization.gpu",
-    "memory.used",
-    "memory.total",
-    "temperature.gpu",
-    "power.draw",
-    "power.limit",
-    "clocks.sm",
-    "driver_version",
-    "memory.free",
-    "clocks.mem",
-    "pci.bus_id",
-)
+    *BASE_FIELDS,
+    "memory.reserved", "utilization.memory", "utilization.encoder", "utilization.decoder",
+    "temperature.memory", "clocks_throttle_reasons.active",
+    "ecc.errors.corrected.volatile.total", "ecc.errors.uncorrected.volatile.total",
+    "ecc.errors.corrected.aggregate.total", "ecc.errors.uncorrected.aggregate.total",
+    "remapped_rows.correctable", "remapped_rows.uncorrectable", "remapped_rows.failure",
+)  # fmt: skip
+"""dcgm-exporter's default counters as far as `--query-gpu` has them (docs/monitoring.md
+lists the rest: NVML's, on the local path only)."""
+
 APPS_FIELDS: tuple[str, ...] = ("gpu_uuid", "pid", "used_memory", "process_name")
 
 
-def query_gpu_command(interval_ms: int | None = 1000) -> list[str]:
+def query_gpu_command(
+    interval_ms: int | None = 1000, fields: Sequence[str] = QUERY_FIELDS
+) -> list[str]:
     argv = [
         "nvidia-smi",
-        "--query-gpu=" + ",".join(QUERY_FIELDS),
+        "--query-gpu=" + ",".join(fields),
         "--format=csv,noheader,nounits",
     ]
     if interval_ms is not None:
@@ -69,41 +74,14 @@ def as_int(text: str) -> int | None:
     return None if f is None else round(f)
 
 
-def _fields(line: str, names: Sequence[str]) -> dict[str, str] | None:
-    parts = [p.strip() for p in line.split(",")]
-    if len(parts) != len(names):
-        return None
-    return dict(zip(names, parts, strict=True))
-
-
 def parse_gpu_line(
     line: str, host: str, ts: float, fields: Sequence[str] = QUERY_FIELDS
 ) -> GpuSample | None:
     """One CSV line -> a sample; None for anything else (headers, errors, blank lines)."""
-    f = _fields(line, fields)
-    if f is None:
+    try:
+        return parse_row(line, fields, GpuSample, host=host, ts=ts)
+    except (SmiParseError, ValidationError):
         return None
-    index = as_int(f.get("index", ""))
-    if index is None:
-        return None
-    return GpuSample(
-        host=host,
-        index=index,
-        name=value(f.get("name", "")) or "",
-        uuid=value(f.get("uuid", "")) or "",
-        util=as_float(f.get("utilization.gpu", "")),
-        mem_used=as_int(f.get("memory.used", "")),
-        mem_total=as_int(f.get("memory.total", "")),
-        temp=as_float(f.get("temperature.gpu", "")),
-        power_draw=as_float(f.get("power.draw", "")),
-        power_limit=as_float(f.get("power.limit", "")),
-        sm_clock=as_int(f.get("clocks.sm", "")),
-        ts=ts,
-        driver=value(f.get("driver_version", "")) or "",
-        mem_free=as_int(f.get("memory.free", "")),
-        mem_clock=as_int(f.get("clocks.mem", "")),
-        bus_id=value(f.get("pci.bus_id", "")) or "",
-    )
 
 
 def parse_apps(

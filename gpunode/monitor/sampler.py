@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from gpunode.monitor.board import Board
 from gpunode.monitor.model import GpuSample
-from gpunode.monitor.sources import Source
+from gpunode.monitor.sources import GpusUnreadable, Source
 
 SourceFactory = Callable[[], Source]
 
@@ -70,14 +70,17 @@ class Sampler:
     def run_host(self, host: str) -> None:
         """Blocking: stream `host` until stop(), reconnecting after each failure."""
         failures = 0
+        unreadable = ""
         while not self._stop.is_set():
-            self.board.set_status(host, "connecting")
+            if not unreadable:  # an unreadable host stays so while it is looked at again
+                self.board.set_status(host, "connecting")
             got = threading.Event()
+            unreadable = ""
             try:
                 src = self.sources[host]()
                 with self._lock:
                     self._live[host] = src
-                self.board.set_status(host, "connecting", source=src.name)
+                self.board.set_source(host, src.name)
 
                 def on_samples(samples: Sequence[GpuSample], _got: threading.Event = got) -> None:
                     _got.set()
@@ -89,6 +92,10 @@ class Sampler:
                     self._stop,
                 )
                 reason = "stream ended"
+            except GpusUnreadable as exc:
+                # The link works: say why the GPUs cannot be read, whole, and look again
+                # at the slowest pace (no reconnect storm, no "unreachable").
+                unreadable = str(exc)
             except Exception as exc:  # any failure: keep the view, retry later
                 reason = str(exc) or type(exc).__name__
             finally:
@@ -99,6 +106,10 @@ class Sampler:
                         src_now.close()
             if self._stop.is_set():
                 return
+            if unreadable:
+                self.board.set_status(host, "unreadable", unreadable)
+                self._stop.wait(self.delays[-1])
+                continue
             failures = 0 if got.is_set() else failures + 1
             delay = self.delays[min(failures, len(self.delays) - 1)]
             # The retry first: a narrow column cuts the reason, not the wait.

@@ -7,15 +7,15 @@ A source's `stream` blocks for as long as the host keeps sending and raises
 from __future__ import annotations
 
 import contextlib
-import os
-import pwd
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from gpunode.monitor.model import GpuProcess, GpuSample
 from gpunode.monitor.parse import (
+    BASE_FIELDS,
+    QUERY_FIELDS,
     LineSplitter,
     parse_apps,
     parse_gpu_line,
@@ -33,6 +33,11 @@ class StreamEnded(Exception):
     """The host stopped sending: the command exited or the connection broke."""
 
 
+class GpusUnreadable(StreamEnded):
+    """The host answered but nvidia-smi could not read its GPUs (no driver, a version
+    mismatch, a lost GPU): the link works, the GPUs do not."""
+
+
 class Stopped(Exception):
     """Raised inside an output callback to abandon a stream the sampler no longer wants."""
 
@@ -48,6 +53,29 @@ class Source(Protocol):
     ) -> None: ...
 
     def close(self) -> None: ...
+
+
+class EnergyMeter:
+    """Energy as a counter where nvidia-smi has no energy field: each GPU's power summed
+    over the time between its samples (mJ since this meter started); a gap longer than
+    `max_gap` (a stream that dropped) adds nothing rather than a guess."""
+
+    def __init__(self, max_gap: float) -> None:
+        self.max_gap = max_gap
+        self._last: dict[str, tuple[float, float]] = {}  # uuid -> (ts, W)
+        self._total: dict[str, float] = {}
+
+    def add(self, sample: GpuSample) -> GpuSample:
+        if sample.energy_mj is not None or sample.power_draw_w is None:
+            return sample
+        key = sample.uuid or str(sample.index)
+        total = self._total.get(key, 0.0)
+        last = self._last.get(key)
+        if last is not None and 0 < sample.ts - last[0] <= self.max_gap:
+            total += (last[1] + sample.power_draw_w) / 2 * (sample.ts - last[0]) * 1000
+        self._last[key] = (sample.ts, sample.power_draw_w)
+        self._total[key] = total
+        return sample.model_copy(update={"energy_mj": total})
 
 
 class SmiSource:
@@ -78,6 +106,8 @@ class SmiSource:
         self.process_every = process_every
         self.clock = clock
         self._uuids: dict[str, int] = {}
+        self.fields: tuple[str, ...] = QUERY_FIELDS
+        self.energy = EnergyMeter(max_gap=max(5.0, 5 * interval))
 
     def stream(
         self, on_samples: SamplesSink, on_processes: ProcessesSink, stop: threading.Event
@@ -94,10 +124,10 @@ class SmiSource:
                 return
             now = self.clock()
             for line in splitter.feed(chunk):
-                sample = parse_gpu_line(line, self.host, now)
+                sample = parse_gpu_line(line, self.host, now, self.fields)
                 if sample is not None:
                     self._uuids[sample.uuid] = sample.index
-                    batch.append(sample)
+                    batch.append(self.energy.add(sample))
             if batch:
                 on_samples(list(batch))
                 batch.clear()
@@ -113,17 +143,25 @@ class SmiSource:
         )
         poller.start()
         try:
-            result = self.transport.run(
-                query_gpu_command(max(100, int(self.interval * 1000))),
-                on_output=on_output,
-                timeout=None,
-            )
+            for fields in (QUERY_FIELDS, BASE_FIELDS):
+                self.fields = fields
+                result = self.transport.run(
+                    query_gpu_command(max(100, int(self.interval * 1000)), fields),
+                    on_output=on_output,
+                    timeout=None,
+                )
+                # An older driver refuses a field of the wider query: ask for the base alone.
+                if "is not a valid field" not in result.stdout + result.stderr:
+                    break
         finally:
             done.set()
         if self.quiet_reason:
             raise StreamEnded(self.quiet_reason)
         if not stop.is_set():
-            why = (result.stderr.strip().splitlines() or [f"exit {result.exit_code}"])[-1]
+            out = result.stderr.strip() or result.stdout.strip()
+            why = (out.splitlines() or [f"exit {result.exit_code}"])[-1]
+            if 0 <= result.exit_code < 255:  # nvidia-smi's own status: the host answered
+                raise GpusUnreadable(f"nvidia-smi: {why}")
             raise StreamEnded(f"nvidia-smi ended: {why}")
 
     def _poll_processes(
@@ -163,117 +201,3 @@ class SmiSource:
 
     def close(self) -> None:
         self.transport.close()
-
-
-class NvmlSource:
-    """This machine's GPUs through NVML (nvidia-ml-py), no subprocess at all."""
-
-    name = "nvml"
-
-    def __init__(
-        self, host: str, *, interval: float = 1.0, clock: Callable[[], float] = time.time
-    ) -> None:
-        self.host = host
-        self.interval = interval
-        self.clock = clock
-
-    @staticmethod
-    def available() -> bool:
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            pynvml.nvmlShutdown()
-        except Exception:  # no library, no driver, no GPU: all mean "use nvidia-smi"
-            return False
-        return True
-
-    def stream(
-        self, on_samples: SamplesSink, on_processes: ProcessesSink, stop: threading.Event
-    ) -> None:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            tick = 0
-            while not stop.is_set():
-                handles = [
-                    pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())
-                ]
-                now = self.clock()
-                on_samples([self._sample(pynvml, i, h, now) for i, h in enumerate(handles)])
-                if tick % 5 == 0:
-                    on_processes(self._processes(pynvml, handles))
-                tick += 1
-                stop.wait(self.interval)
-        finally:
-            pynvml.nvmlShutdown()
-
-    def _sample(self, nv: Any, index: int, h: Any, now: float) -> GpuSample:
-        def get(fn: Callable[[], Any]) -> Any:
-            try:
-                return fn()
-            except nv.NVMLError:
-                return None
-
-        util = get(lambda: nv.nvmlDeviceGetUtilizationRates(h))
-        mem = get(lambda: nv.nvmlDeviceGetMemoryInfo(h))
-        power = get(lambda: nv.nvmlDeviceGetPowerUsage(h))
-        limit = get(lambda: nv.nvmlDeviceGetEnforcedPowerLimit(h))
-        mib = 1024 * 1024
-        return GpuSample(
-            host=self.host,
-            index=index,
-            name=str(get(lambda: nv.nvmlDeviceGetName(h)) or ""),
-            uuid=str(get(lambda: nv.nvmlDeviceGetUUID(h)) or ""),
-            util=float(util.gpu) if util is not None else None,
-            mem_used=int(mem.used // mib) if mem is not None else None,
-            mem_total=int(mem.total // mib) if mem is not None else None,
-            temp=get(lambda: float(nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU))),
-            power_draw=power / 1000.0 if power is not None else None,
-            power_limit=limit / 1000.0 if limit is not None else None,
-            sm_clock=get(lambda: int(nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM))),
-            ts=now,
-            driver=_text(get(nv.nvmlSystemGetDriverVersion)),
-            mem_free=int(mem.free // mib) if mem is not None else None,
-            mem_clock=get(lambda: int(nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM))),
-            bus_id=_text(get(lambda: nv.nvmlDeviceGetPciInfo(h).busId)),
-        )
-
-    def _processes(self, nv: Any, handles: list[Any]) -> list[GpuProcess]:
-        out: list[GpuProcess] = []
-        for index, h in enumerate(handles):
-            try:
-                procs = nv.nvmlDeviceGetComputeRunningProcesses(h)
-            except nv.NVMLError:
-                continue
-            for p in procs:
-                user, command = "", ""
-                try:
-                    with open(f"/proc/{p.pid}/cmdline", "rb") as f:
-                        command = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
-                    user = pwd.getpwuid(os.stat(f"/proc/{p.pid}").st_uid).pw_name
-                except (OSError, KeyError):
-                    pass
-                used = p.usedGpuMemory
-                out.append(
-                    GpuProcess(
-                        host=self.host,
-                        gpu=index,
-                        pid=int(p.pid),
-                        user=user,
-                        used_mem=int(used // (1024 * 1024)) if used else None,
-                        command=command,
-                    )
-                )
-        return out
-
-    def close(self) -> None:
-        pass
-
-
-def _text(value: Any) -> str:
-    """NVML's strings: bytes from older bindings, str from newer ones."""
-    if isinstance(value, bytes):
-        return value.decode(errors="replace")
-    return str(value or "")

@@ -6,12 +6,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gpunode.records import Record
+from gpunode.records import InventoryId, Record
 from gpunode.smoke.runner import HostSmoke
 
 
 def record_smoke(
-    inventory: str,
+    inventory: str | InventoryId,
     options: dict[str, Any],
     results: Sequence[HostSmoke],
     statuses: dict[str, str],

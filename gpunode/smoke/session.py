@@ -20,6 +20,7 @@ from gpunode.events import Bus, RunFinished, RunStarted
 from gpunode.exitcodes import ExitCode, exit_code_for
 from gpunode.hostpool import Opener
 from gpunode.inventory.model import Host
+from gpunode.records import InventoryId
 from gpunode.smoke.multinode import run_multinode
 from gpunode.smoke.record import record_smoke
 from gpunode.smoke.runner import HostSmoke, smoke_hosts
@@ -42,7 +43,7 @@ class SmokeSession:
     def __init__(
         self,
         hosts: Sequence[Host],
-        inventory: str,
+        inventory: str | InventoryId,
         *,
         only: Sequence[str] = (),
         pythons: Sequence[str] = (),

@@ -61,7 +61,7 @@ HOST_COLS = (
     Col("SM MHz", 6, "clock"),
 )
 PROC_COLS = (("GPU", 3), ("pid", 8), ("user", 12), ("mem MiB", 8), ("command", 60))
-LINK_ORDER = {"down": 0, "stale": 1, "connecting": 2, "live": 3}
+LINK_ORDER = {"unreadable": 0, "down": 0, "stale": 1, "connecting": 2, "live": 3}
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
@@ -123,17 +123,17 @@ def gpu_models(gpus: Sequence[GpuSample]) -> str:
 
 def drivers(gpus: Sequence[GpuSample]) -> str:
     """The host's driver version (one per host, but each sample says its own)."""
-    return "/".join(sorted({g.driver for g in gpus if g.driver})) or "-"
+    return "/".join(sorted({g.driver_version for g in gpus if g.driver_version})) or "-"
 
 
 def lab_row(v: HostView, now: float) -> tuple[dict[str, SortValue], list[Cell]]:
     gpus = list(v.gpus.values())
-    util = _mean([g.util for g in gpus])
-    used = _sum([g.mem_used for g in gpus])
-    total = _sum([g.mem_total for g in gpus])
-    temp = max((g.temp for g in gpus if g.temp is not None), default=None)
-    draw = _sum([g.power_draw for g in gpus])
-    limit = _sum([g.power_limit for g in gpus])
+    util = _mean([g.utilization_pct for g in gpus])
+    used = _sum([g.memory_used_mib for g in gpus])
+    total = _sum([g.memory_total_mib for g in gpus])
+    temp = max((g.temperature_c for g in gpus if g.temperature_c is not None), default=None)
+    draw = _sum([g.power_draw_w for g in gpus])
+    limit = _sum([g.power_limit_w for g in gpus])
     link = v.link
     st = _style(link)
     m, mstyle = mark(link)
@@ -169,28 +169,28 @@ def gpu_row(
 ) -> tuple[dict[str, SortValue], list[Cell]]:
     st = _style(link)
     m, mstyle = mark(link)
-    mem_pct = pct(g.mem_used, g.mem_total)
+    mem_pct = pct(g.memory_used_mib, g.memory_total_mib)
     cells: list[Cell] = [
         Text(m, style=mstyle),
         Text(str(g.index), style=st, justify="right"),
         Text(g.name.removeprefix("NVIDIA "), style=st),
-        Text(num(g.util), style=_style(link, g.util), justify="right"),
+        Text(num(g.utilization_pct), style=_style(link, g.utilization_pct), justify="right"),
         Text(sparkline(history, SPARK_W), style="dim" if st else "green"),
-        Text(f"{gib(g.mem_used)}/{gib(g.mem_total)}", style=st, justify="right"),
+        Text(f"{gib(g.memory_used_mib)}/{gib(g.memory_total_mib)}", style=st, justify="right"),
         Text(num(mem_pct), style=_style(link, mem_pct), justify="right"),
-        Text(num(g.temp), style=_style(link, g.temp, 85.0), justify="right"),
-        Text(_power(g.power_draw, g.power_limit), style=st, justify="right"),
-        Text(num(g.sm_clock), style=st, justify="right"),
+        Text(num(g.temperature_c), style=_style(link, g.temperature_c, 85.0), justify="right"),
+        Text(_power(g.power_draw_w, g.power_limit_w), style=st, justify="right"),
+        Text(num(g.sm_clock_mhz), style=st, justify="right"),
     ]
     keys: dict[str, SortValue] = {
         "link": 0,
         "gpu": g.index,
         "name": g.name,
-        "util": g.util if g.util is not None else -1.0,
-        "mem": g.mem_used if g.mem_used is not None else -1.0,
-        "temp": g.temp if g.temp is not None else -1.0,
-        "power": g.power_draw if g.power_draw is not None else -1.0,
-        "clock": g.sm_clock if g.sm_clock is not None else -1.0,
+        "util": g.utilization_pct if g.utilization_pct is not None else -1.0,
+        "mem": g.memory_used_mib if g.memory_used_mib is not None else -1.0,
+        "temp": g.temperature_c if g.temperature_c is not None else -1.0,
+        "power": g.power_draw_w if g.power_draw_w is not None else -1.0,
+        "clock": g.sm_clock_mhz if g.sm_clock_mhz is not None else -1.0,
     }
     return keys, cells
 

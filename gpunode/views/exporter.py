@@ -9,29 +9,31 @@ metric carries.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import secrets
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
-from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.exposition import generate_latest
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from gpunode.monitor.board import HostView
-from gpunode.views.gpumetrics import DCGM_LABELS, Names, dcgm_labels, gpu_families, live_gpus
+from gpunode.views.gpumetrics import Names, dcgm_labels, family, gpu_families, live_gpus
 from gpunode.views.hoststate import RunRecords, smoke_figures, xid_key
 
 TEXTFILE = "gpunode.prom"
 
 
-def _gauge(name: str, help_text: str, labels: Sequence[str]) -> GaugeMetricFamily:
-    return GaugeMetricFamily(name, help_text, labels=list(labels))
+def _gauge(name: str, help_text: str) -> Metric:
+    return family(name, help_text, "gauge")
 
 
 class FleetCollector(Collector):
     """Collected at every scrape: GPU families from the board's views, host families from
-    the board and the newest run records."""
+    the board and the newest run records of this inventory (`runs` reads its records alone;
+    `label` names it in the `inventory` label). `target` limits one collection to one host
+    (`/metrics?target=HOST`)."""
 
     def __init__(
         self,
@@ -40,103 +42,118 @@ class FleetCollector(Collector):
         *,
         names: Names = "dcgm",
         runs: RunRecords | None = None,
+        label: str = "",
     ) -> None:
         self.views = views
         self.hosts = list(hosts)
         self.names = names
         self.runs = runs or RunRecords()
+        self.label = label
+        self.target: str | None = None
+
+    def for_target(self, target: str | None) -> FleetCollector:
+        """The same fleet seen through one host (None: all of them)."""
+        one = FleetCollector(
+            self.views, self.hosts, names=self.names, runs=self.runs, label=self.label
+        )
+        one.target = target
+        return one
 
     def collect(self) -> Iterator[Metric]:
-        views = list(self.views())
-        yield from gpu_families(views, self.names)
+        views = [v for v in self.views() if self.target in (None, v.name)]
+        hosts = [h for h in self.hosts if self.target in (None, h)]
+        yield from gpu_families(views, self.names, self.label)
         if self.names == "dcgm":
             yield self.xid_family(views)
-        yield from self.host_families(views)
+        yield from self.host_families(views, hosts)
 
     def xid_family(self, views: Sequence[HostView]) -> Metric:
         """DCGM_FI_DEV_XID_ERRORS: each GPU's last Xid, from the host's newest doctor run (the
         kernel log is read there, with the rights it needs); no sample before a doctor run."""
-        family = GaugeMetricFamily(
-            "DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.",
-            labels=DCGM_LABELS,
-        )  # fmt: skip
+        name = "DCGM_FI_DEV_XID_ERRORS"
+        fam = _gauge(name, "Value of the last XID error encountered.")
         states = self.runs.states(v.name for v in views)
         for host, sample in live_gpus(views):
             xids = states[host].xids
             if xids is not None:
-                family.add_metric(
-                    dcgm_labels(host, sample), float(xids.get(xid_key(sample.bus_id), 0))
-                )
-        return family
+                value = float(xids.get(xid_key(sample.bus_id), 0))
+                fam.add_sample(name, dcgm_labels(host, sample, self.label), value)
+        return fam
 
-    def host_families(self, views: Iterable[HostView]) -> list[Metric]:
-        up = _gauge("gpunode_host_up", "1 while the host's GPU samples arrive.", ["host"])
+    def host_families(self, views: Iterable[HostView], hosts: Sequence[str]) -> list[Metric]:
+        def add(fam: Metric, host: str, value: float, **more: str) -> None:
+            fam.add_sample(fam.name, {"Hostname": host, "inventory": self.label, **more}, value)
+
+        up = _gauge("gpunode_host_up", "1 while the host's GPU samples arrive.")
         for v in views:
-            up.add_metric([v.name], 1.0 if v.link == "live" else 0.0)
+            add(up, v.name, 1.0 if v.link == "live" else 0.0)
         conv = _gauge(
             "gpunode_host_converged",
             "1 when the host's last apply (or apply --check) left nothing to change.",
-            ["host"],
         )
         pending = _gauge(
-            "gpunode_changes_pending",
-            "Changes the host's last apply planned and did not make.",
-            ["host"],
+            "gpunode_changes_pending", "Changes the host's last apply planned and did not make."
         )
         last = _gauge(
             "gpunode_last_apply_timestamp_seconds",
             "When the last apply (not --check) that reached the host finished.",
-            ["host"],
         )
-        result = _gauge(
-            "gpunode_smoke_result", "Last smoke test result: 1 pass, 0.5 warn, 0 fail.",
-            ["host", "test"],
-        )  # fmt: skip
-        tflops = _gauge(
-            "gpunode_smoke_matmul_tflops", "Last smoke matmul TFLOP/s.", ["host", "dtype"]
-        )
+        result = _gauge("gpunode_smoke_result", "Last smoke test result: 1 pass, 0.5 warn, 0 fail.")
+        tflops = _gauge("gpunode_smoke_matmul_tflops", "Last smoke matmul TFLOP/s.")
         copy = _gauge(
             "gpunode_smoke_copy_bandwidth_bytes_per_second",
             "Last smoke device-copy bandwidth (read and write counted).",
-            ["host"],
         )
         busbw = _gauge(
             "gpunode_smoke_allreduce_bus_bandwidth_bytes_per_second",
             "Last smoke NCCL all-reduce bus bandwidth, by message size.",
-            ["host", "size"],
         )
         doctor = _gauge(
             "gpunode_doctor_findings",
             "Findings of the host's last gpunode doctor run, by severity.",
-            ["host", "severity"],
         )
-        runs = _gauge(
-            "gpunode_runs",
-            "Run records on this controller by status (abandoned: its controller process died).",
-            ["status"],
-        )
-        for status, n in sorted(self.runs.statuses().items()):
-            runs.add_metric([status], float(n))
-        for host, st in self.runs.states(self.hosts).items():
+        out = [up, conv, pending, last, result, tflops, copy, busbw, doctor]
+        if self.target is None:  # the controller's own: in the whole fleet's scrape only
+            runs = _gauge(
+                "gpunode_runs",
+                "Run records of this inventory on this controller by status "
+                "(abandoned: its controller process died).",
+            )
+            for status, n in sorted(self.runs.statuses().items()):
+                runs.add_sample(runs.name, {"inventory": self.label, "status": status}, float(n))
+            out.append(runs)
+        for host, st in self.runs.states(hosts).items():
             if st.converged is not None:
-                conv.add_metric([host], 1.0 if st.converged else 0.0)
-                pending.add_metric([host], float(st.changes_pending or 0))
+                add(conv, host, 1.0 if st.converged else 0.0)
+                add(pending, host, float(st.changes_pending or 0))
             if st.last_apply is not None:
-                last.add_metric([host], st.last_apply)
+                add(last, host, st.last_apply)
             for sev, n in sorted((st.findings or {}).items()):
-                doctor.add_metric([host, sev], float(n))
+                add(doctor, host, float(n), severity=sev)
             if st.smoke is None:
                 continue
             fig = smoke_figures(st.smoke)
             for test, value in sorted(fig.results.items()):
-                result.add_metric([host, test], value)
+                add(result, host, value, test=test)
             for dtype, value in sorted(fig.matmul_tflops.items()):
-                tflops.add_metric([host, dtype], value)
+                add(tflops, host, value, dtype=dtype)
             if fig.copy_bytes_per_second is not None:
-                copy.add_metric([host], fig.copy_bytes_per_second)
+                add(copy, host, fig.copy_bytes_per_second)
             for size, value in sorted(fig.allreduce_bytes_per_second.items()):
-                busbw.add_metric([host, size], value)
-        return [up, conv, pending, last, result, tflops, copy, busbw, doctor, runs]
+                add(busbw, host, value, size=size)
+        return out
+
+
+def service_discovery(hosts: Sequence[str], inventory: str) -> list[dict[str, object]]:
+    """Prometheus's http_sd_config JSON: one target per host (its name; the scrape config
+    puts it in `?target=` and in `instance`, docs/monitoring.md). The inventory goes as a
+    meta label, which relabeling may use and which is dropped after: the metrics carry
+    their own `inventory` label."""
+    return (
+        [{"targets": list(hosts), "labels": {"__meta_gpunode_inventory": inventory}}]
+        if hosts
+        else []
+    )
 
 
 def registry_for(collector: FleetCollector) -> CollectorRegistry:
@@ -147,8 +164,29 @@ def registry_for(collector: FleetCollector) -> CollectorRegistry:
 
 
 def exposition(registry: CollectorRegistry) -> bytes:
-    """The Prometheus text format of everything in `registry`."""
-    return generate_latest(registry)
+    """The Prometheus text format (0.0.4) of everything in `registry`, each sample under
+    its own name: a counter keeps its dcgm-exporter name, without `_total`."""
+    out: list[str] = []
+    for fam in registry.collect():
+        out.append(f"# HELP {fam.name} {_escape(fam.documentation, quote=False)}\n")
+        out.append(f"# TYPE {fam.name} {fam.type}\n")
+        for s in fam.samples:
+            labels = ",".join(f'{k}="{_escape(v)}"' for k, v in s.labels.items())
+            out.append(f"{s.name}{{{labels}}} {_number(s.value)}\n")
+    return "".join(out).encode("utf-8")
+
+
+def _number(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(float(value))
+
+
+def _escape(text: str, *, quote: bool = True) -> str:
+    text = text.replace("\\", "\\\\").replace("\n", "\\n")
+    return text.replace('"', '\\"') if quote else text
 
 
 def write_textfile(directory: Path, registry: CollectorRegistry) -> Path:

@@ -82,10 +82,14 @@ def xid_key(bus_id: str) -> str:
 
 
 class RunRecords:
-    """The run records, read lazily and cached by modification time."""
+    """The run records (of one inventory, when `inventory` is given: records.InventoryId),
+    read lazily and cached by modification time."""
 
-    def __init__(self, runs_dir: Path | None = None) -> None:
+    def __init__(
+        self, runs_dir: Path | None = None, inventory: records.InventoryId | None = None
+    ) -> None:
         self.runs_dir = runs_dir
+        self.inventory = inventory
         self._cache: dict[Path, tuple[int, dict[str, Any] | None]] = {}
 
     def _paths(self) -> list[Path]:
@@ -112,14 +116,17 @@ class RunRecords:
         for gone in set(self._cache) - set(paths):
             del self._cache[gone]
         out = [self._load(p) for p in reversed(paths)]
-        return [d for d in out if isinstance(d, dict) and d.get("status") == "finished"]
+        return [d for d in out if d is not None and self._ours(d) and d.get("status") == "finished"]
+
+    def _ours(self, data: dict[str, Any]) -> bool:
+        return isinstance(data, dict) and (self.inventory is None or self.inventory.owns(data))
 
     def statuses(self) -> dict[str, int]:
         """How many records say each status: running, finished, interrupted, abandoned."""
         counts: dict[str, int] = {}
         for path in self._paths():
             data = self._load(path)
-            if not isinstance(data, dict):
+            if data is None or not self._ours(data):
                 continue
             status = str(data.get("status"))
             if status == "running" and records.abandoned(data):  # died since it was read

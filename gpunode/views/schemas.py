@@ -327,7 +327,7 @@ def output_type(kind: Kind) -> Any:
             "detail": (str, ...),
             "source": (str, ...),
             "ts": (float | None, Field(description="When the last sample was taken.")),
-            "gpus": (list[model_of(GpuSample)], ...),  # type: ignore[misc]
+            "gpus": (list[GpuSample], ...),
             "processes": (list[model_of(GpuProcess)], ...),  # type: ignore[misc]
         },
         "lab-status": {

@@ -17,7 +17,7 @@ def sample_json(view: HostView) -> dict[str, Any]:
         "detail": view.detail,
         "source": view.source,
         "ts": view.last_ts,
-        "gpus": [dataclasses.asdict(view.gpus[i]) for i in sorted(view.gpus)],
+        "gpus": [view.gpus[i].model_dump() for i in sorted(view.gpus)],
         "processes": [dataclasses.asdict(p) for p in view.processes],
     }
 
@@ -28,10 +28,11 @@ def sample_text(view: HostView) -> str:
     lines = [head]
     for i in sorted(view.gpus):
         g = view.gpus[i]
-        mem = f"{g.mem_used}/{g.mem_total} MiB" if g.mem_total is not None else "? MiB"
+        known = g.memory_total_mib is not None
+        mem = f"{g.memory_used_mib}/{g.memory_total_mib} MiB" if known else "? MiB"
         lines.append(
-            f"  gpu {g.index} {g.name}: util {_num(g.util, '%')} mem {mem} "
-            f"temp {_num(g.temp, 'C')} power {_num(g.power_draw, 'W')}"
+            f"  gpu {g.index} {g.name}: util {_num(g.utilization_pct, '%')} mem {mem} "
+            f"temp {_num(g.temperature_c, 'C')} power {_num(g.power_draw_w, 'W')}"
         )
     return printable("\n".join(lines), lines=True)
 

@@ -554,6 +554,11 @@ FieldFn = Callable[[Gpu, int], tuple[str, str]]
 NA = ("[N/A]", "")
 
 
+def _reasons(g: Gpu) -> str:
+    """clocks_event_reasons.active: 0x1 (GPU idle) at rest, none while busy."""
+    return "0x0000000000000000" if g.util else "0x0000000000000001"
+
+
 def _gpu_fields() -> dict[str, tuple[str, FieldFn]]:
     def c(fn: Callable[[Gpu], str], unit: str = "") -> FieldFn:
         return lambda g, n: (fn(g), unit)
@@ -596,6 +601,15 @@ def _gpu_fields() -> dict[str, tuple[str, FieldFn]]:
         "compute_mode": ("", c(lambda g: "Default")),
         "utilization.gpu": (" [%]", c(lambda g: str(g.util), pct)),
         "utilization.memory": (" [%]", c(lambda g: str(g.mem_util), pct)),
+        "utilization.encoder": (" [%]", c(lambda g: "0", pct)),
+        "utilization.decoder": (" [%]", c(lambda g: "0", pct)),
+        # As the H200 captures print them (shared/fixtures, nvidia-smi 580): idle, no remaps.
+        "clocks_throttle_reasons.active": ("", c(lambda g: _reasons(g))),
+        "clocks_event_reasons.active": ("", c(lambda g: _reasons(g))),
+        "remapped_rows.correctable": ("", c(lambda g: "0")),
+        "remapped_rows.uncorrectable": ("", c(lambda g: "0")),
+        "remapped_rows.pending": ("", c(lambda g: "No")),
+        "remapped_rows.failure": ("", c(lambda g: "No")),
         "ecc.mode.current": ("", c(lambda g: "Enabled")),
         "ecc.errors.corrected.volatile.total": ("", c(lambda g: "0")),
         "ecc.errors.uncorrected.volatile.total": ("", c(lambda g: "0")),

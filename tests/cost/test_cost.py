@@ -44,6 +44,15 @@ def failed(smoke: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def faster(smoke: dict[str, Any]) -> dict[str, Any]:
+    """The same run with its bf16 matmul twice as fast."""
+    out = json.loads(json.dumps(smoke))
+    for r in out["results"]:
+        if (r.get("details") or {}).get("metric") == "bf16_tflops":
+            r["value"] *= 2
+    return out
+
+
 def inventory(tmp: Path, text: str) -> Path:
     path = tmp / "inv.yaml"
     path.write_text(text)
@@ -122,9 +131,14 @@ def gpunode(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_cost_command_reads_the_records_and_ranks(tmp_path: Path) -> None:
     state = tmp_path / "state"
     (state / "runs").mkdir(parents=True, mode=0o700)
-    rec = record("20261201T090000-abc123", 1.0, {"h200-a": real_smoke("h200x1")})
-    (state / "runs" / f"{rec['id']}.json").write_text(json.dumps(rec))
     inv = inventory(tmp_path, FLEET)
+    rec = record("20261201T090000-abc123", 1.0, {"h200-a": real_smoke("h200x1")})
+    rec["inventory"] = str(inv.resolve())
+    # A newer, faster measure of another inventory's h200-a (staging's, say): not this one's.
+    other = record("20261202T090000-def456", 2.0, {"h200-a": faster(real_smoke("h200x1"))})
+    other["inventory"] = str(tmp_path / "staging.yaml")
+    for r in (rec, other):
+        (state / "runs" / f"{r['id']}.json").write_text(json.dumps(r))
     out = gpunode(state, "cost", str(inv))
     assert out.returncode == 0, out.stderr
     line = next(x for x in out.stdout.splitlines() if x.startswith("H200 ") and "758.6" in x)

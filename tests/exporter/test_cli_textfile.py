@@ -44,7 +44,11 @@ def test_textfile_once_says_unreachable_when_no_gpu_answers(tmp_path: Path) -> N
               "simple", FAKE_SMI_DOWN=str(down))  # fmt: skip
     assert out.returncode == 3, out.stderr
     text = (tmp_path / "gpunode.prom").read_text()
-    assert 'gpunode_host_up{host="a"} 0.0' in text and 'gpunode_host_up{host="b"} 0.0' in text
+    up = {s.labels["Hostname"]: (s.value, s.labels["inventory"])
+          for f in text_string_to_metric_families(text) for s in f.samples
+          if s.name == "gpunode_host_up"}  # fmt: skip
+    inventory = str((tmp_path / "inv.yaml").resolve())  # no `name:`: its path names it
+    assert up == {"a": (0.0, inventory), "b": (0.0, inventory)}
     assert "# TYPE gpu_temperature gauge" in text and "gpu_temperature{" not in text
 
 

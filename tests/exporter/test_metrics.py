@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gpunode.cli.exporter import parse_listen
 from gpunode.execute.result import ChangeResult, HostResult
 from gpunode.monitor import Board
-from gpunode.monitor.parse import QUERY_FIELDS, parse_gpu_line
+from gpunode.monitor.parse import BASE_FIELDS, parse_gpu_line
 from gpunode.views.exporter import FleetCollector, exposition, registry_for, write_textfile
 from gpunode.views.hoststate import RunRecords
 
@@ -30,7 +30,7 @@ def board_from_capture(host: str = "h200-a") -> Board:
     board = Board([host, "quiet"], clock=lambda: 100.0)
     for line in (FIXTURES / "h200x2-query-gpu.csv").read_text().splitlines():
         row = dict(zip(CAPTURE, (p.strip() for p in line.split(",")), strict=False))
-        sample = parse_gpu_line(", ".join(row[f] for f in QUERY_FIELDS), host, 99.0)
+        sample = parse_gpu_line(", ".join(row[f] for f in BASE_FIELDS), host, 99.0, BASE_FIELDS)
         assert sample is not None
         board.add_samples(host, [sample])
     return board
@@ -45,8 +45,14 @@ def samples(text: bytes) -> dict[str, list[tuple[dict[str, str], float]]]:
 
 
 def collect(board: Board, runs: Path, names: str = "dcgm") -> dict[str, Any]:
-    c = FleetCollector(board.views, board.hosts, names=names, runs=RunRecords(runs))  # type: ignore[arg-type]
-    return samples(exposition(registry_for(c)))
+    """Every sample; the `inventory` label checked on each and left out."""
+    c = FleetCollector(board.views, board.hosts, names=names, runs=RunRecords(runs),  # type: ignore[arg-type]
+                       label="prod")  # fmt: skip
+    got = samples(exposition(registry_for(c)))
+    for series in got.values():
+        for labels, _ in series:
+            assert labels.pop("inventory") == "prod"
+    return got
 
 
 def test_dcgm_names_and_labels_from_the_real_capture(tmp_path: Path) -> None:
@@ -60,12 +66,13 @@ def test_dcgm_names_and_labels_from_the_real_capture(tmp_path: Path) -> None:
         "device": "nvidia0",
         "modelName": "NVIDIA H200",
         "Hostname": "h200-a",
+        "DCGM_FI_DRIVER_VERSION": "580.159.04",
     }
     assert [v for _, v in got["DCGM_FI_DEV_FB_FREE"]] == [143156.0, 143156.0]
     assert [v for _, v in got["DCGM_FI_DEV_MEM_CLOCK"]] == [3201.0, 3201.0]
     assert [v for _, v in got["DCGM_FI_DEV_POWER_USAGE"]] == [83.46, 80.07]
     # The host that never sent a sample: down, and no GPU series of it.
-    assert sorted((lab["host"], v) for lab, v in got["gpunode_host_up"]) == [
+    assert sorted((lab["Hostname"], v) for lab, v in got["gpunode_host_up"]) == [
         ("h200-a", 1.0),
         ("quiet", 0.0),
     ]
@@ -75,7 +82,7 @@ def test_dcgm_names_and_labels_from_the_real_capture(tmp_path: Path) -> None:
 def test_simple_names(tmp_path: Path) -> None:
     got = collect(board_from_capture(), tmp_path, names="simple")
     assert "DCGM_FI_DEV_GPU_UTIL" not in got
-    assert got["gpu_temperature"][1] == ({"host": "h200-a", "gpu_id": "1"}, 35.0)
+    assert got["gpu_temperature"][1] == ({"Hostname": "h200-a", "gpu_id": "1"}, 35.0)
     assert [v for _, v in got["gpu_usage_percent"]] == [0.0, 0.0]
     assert "gpu_memory_usage" in {f.name for f in text_string_to_metric_families(
         exposition(registry_for(FleetCollector(board_from_capture().views, [], names="simple"))
@@ -128,32 +135,32 @@ def test_host_state_from_the_newest_records(tmp_path: Path) -> None:
     got = collect(board, runs)
     pick = lambda name: {tuple(sorted(lab.items())): v for lab, v in got.get(name, [])}  # noqa: E731
     # a: its newest apply was --check with 2 changes to make; its last real apply at 1000.
-    assert pick("gpunode_host_converged") == {(("host", "a"),): 0.0, (("host", "b"),): 0.0}
-    assert pick("gpunode_changes_pending") == {(("host", "a"),): 2.0, (("host", "b"),): 3.0}
+    assert pick("gpunode_host_converged") == {(("Hostname", "a"),): 0.0, (("Hostname", "b"),): 0.0}
+    assert pick("gpunode_changes_pending") == {(("Hostname", "a"),): 2.0, (("Hostname", "b"),): 3.0}
     assert pick("gpunode_last_apply_timestamp_seconds") == {
-        (("host", "a"),): 1000.0,
-        (("host", "b"),): 1000.0,
+        (("Hostname", "a"),): 1000.0,
+        (("Hostname", "b"),): 1000.0,
     }
     assert pick("gpunode_smoke_result") == {
-        (("host", "a"), ("test", "torch/matmul-bf16")): 1.0,
-        (("host", "a"), ("test", "torch/copy")): 1.0,
-        (("host", "a"), ("test", "nccl-allreduce/256MiB")): 0.0,
+        (("Hostname", "a"), ("test", "torch/matmul-bf16")): 1.0,
+        (("Hostname", "a"), ("test", "torch/copy")): 1.0,
+        (("Hostname", "a"), ("test", "nccl-allreduce/256MiB")): 0.0,
     }
-    assert pick("gpunode_smoke_matmul_tflops") == {(("dtype", "bf16"), ("host", "a")): 702.1}
-    assert pick("gpunode_smoke_copy_bandwidth_bytes_per_second") == {(("host", "a"),): 4.29e12}
+    assert pick("gpunode_smoke_matmul_tflops") == {(("Hostname", "a"), ("dtype", "bf16")): 702.1}
+    assert pick("gpunode_smoke_copy_bandwidth_bytes_per_second") == {(("Hostname", "a"),): 4.29e12}
     assert pick("gpunode_smoke_allreduce_bus_bandwidth_bytes_per_second") == {
-        (("host", "a"), ("size", "256MiB")): 324e9
+        (("Hostname", "a"), ("size", "256MiB")): 324e9
     }
     assert pick("gpunode_doctor_findings") == {
-        (("host", "a"), ("severity", "error")): 2.0,
-        (("host", "a"), ("severity", "info")): 1.0,
+        (("Hostname", "a"), ("severity", "error")): 2.0,
+        (("Hostname", "a"), ("severity", "info")): 1.0,
     }
     # A newer real apply that converged a host wins over everything older.
     write_record(runs, "20260105T000000-eeeeee", {"a": host_json("ok", 0, 0)}, finished=3000.0)
     got = collect(board, runs)
-    assert pick("gpunode_host_converged")[(("host", "a"),)] == 1.0
-    assert pick("gpunode_changes_pending")[(("host", "a"),)] == 0.0
-    assert pick("gpunode_last_apply_timestamp_seconds")[(("host", "a"),)] == 3000.0
+    assert pick("gpunode_host_converged")[(("Hostname", "a"),)] == 1.0
+    assert pick("gpunode_changes_pending")[(("Hostname", "a"),)] == 0.0
+    assert pick("gpunode_last_apply_timestamp_seconds")[(("Hostname", "a"),)] == 3000.0
 
 
 def test_no_records_no_host_series_but_every_family_is_there(tmp_path: Path) -> None:
@@ -161,7 +168,7 @@ def test_no_records_no_host_series_but_every_family_is_there(tmp_path: Path) -> 
                                                   runs=RunRecords(tmp_path))))  # fmt: skip
     assert b"# TYPE gpunode_doctor_findings gauge" in text
     assert b"gpunode_doctor_findings{" not in text
-    assert b'gpunode_host_up{host="a"} 0.0' in text
+    assert b'gpunode_host_up{Hostname="a",inventory=""} 0.0' in text
 
 
 def test_textfile_is_replaced_whole_and_world_readable(tmp_path: Path) -> None:
@@ -182,7 +189,7 @@ def test_textfile_is_replaced_whole_and_world_readable(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("text", "want"),
-    [("127.0.0.1:9835", ("127.0.0.1", 9835)), ("[::1]:80", ("::1", 80)),
+    [("127.0.0.1:10140", ("127.0.0.1", 10140)), ("[::1]:80", ("::1", 80)),
      ("0.0.0.0:1", ("0.0.0.0", 1))],
 )  # fmt: skip
 def test_listen(text: str, want: tuple[str, int]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpunode.monitor.parse import (
+    BASE_FIELDS,
     QUERY_FIELDS,
     LineSplitter,
     parse_apps,
@@ -23,8 +24,9 @@ def test_parses_real_single_gpu_capture() -> None:
     assert s is not None
     assert (s.host, s.index, s.name) == ("h1", 0, "NVIDIA H200")
     assert s.uuid == "GPU-a6e89c80-9928-a727-7385-cf717c71b09b"
-    assert (s.util, s.mem_used, s.mem_total) == (0.0, 0, 143771)
-    assert (s.temp, s.power_draw, s.power_limit, s.sm_clock) == (40.0, 129.36, 700.0, 1980)
+    assert (s.utilization_pct, s.memory_used_mib, s.memory_total_mib) == (0.0, 0, 143771)
+    assert (s.temperature_c, s.power_draw_w, s.power_limit_w) == (40.0, 129.36, 700.0)
+    assert s.sm_clock_mhz == 1980
     assert s.ts == 5.0
 
 
@@ -34,13 +36,13 @@ def test_parses_real_two_gpu_capture_in_the_monitor_field_order() -> None:
     rows = [
         dict(zip(CAPTURE_FIELDS, (p.strip() for p in ln.split(",")), strict=True)) for ln in lines
     ]
-    ours = [", ".join(r[f] for f in QUERY_FIELDS) for r in rows]
-    samples = [parse_gpu_line(ln, "h2", 1.0) for ln in ours]
+    ours = [", ".join(r[f] for f in BASE_FIELDS) for r in rows]
+    samples = [parse_gpu_line(ln, "h2", 1.0, BASE_FIELDS) for ln in ours]
     assert [s.index for s in samples if s] == [0, 1]
-    assert [s.power_draw for s in samples if s] == [83.46, 80.07]
-    assert [s.sm_clock for s in samples if s] == [345, 345]
-    assert [s.driver for s in samples if s] == ["580.159.04", "580.159.04"]
-    assert [(s.mem_free, s.mem_clock) for s in samples if s] == [(143156, 3201)] * 2
+    assert [s.power_draw_w for s in samples if s] == [83.46, 80.07]
+    assert [s.sm_clock_mhz for s in samples if s] == [345, 345]
+    assert [s.driver_version for s in samples if s] == ["580.159.04", "580.159.04"]
+    assert [(s.memory_free_mib, s.mem_clock_mhz) for s in samples if s] == [(143156, 3201)] * 2
     assert [s.bus_id for s in samples if s] == ["00000000:00:06.0", "00000000:00:07.0"]
 
 
@@ -49,11 +51,12 @@ def test_missing_values_are_none() -> None:
         "3, NVIDIA H200, GPU-x, [N/A], 10, 143771, [Not Supported], [N/A], 700.00, [N/A], [N/A],"
         " [N/A], [N/A], [N/A]"
     )
-    s = parse_gpu_line(line, "h", 0.0)
-    assert s is not None and s.driver == ""
-    assert s.util is None and s.temp is None and s.power_draw is None and s.sm_clock is None
-    assert s.mem_used == 10 and s.power_limit == 700.0
-    assert s.mem_free is None and s.mem_clock is None and s.bus_id == ""
+    s = parse_gpu_line(line, "h", 0.0, BASE_FIELDS)
+    assert s is not None and s.driver_version == ""
+    assert s.utilization_pct is None and s.temperature_c is None
+    assert s.power_draw_w is None and s.sm_clock_mhz is None
+    assert s.memory_used_mib == 10 and s.power_limit_w == 700.0
+    assert s.memory_free_mib is None and s.mem_clock_mhz is None and s.bus_id == ""
 
 
 def test_ignores_headers_errors_and_short_lines() -> None:

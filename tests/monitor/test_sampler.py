@@ -46,7 +46,7 @@ def test_host_drops_keeps_last_values_and_comes_back(fake_smi: Path) -> None:
         wait_for(lambda: board.view("gpu1").link == "live" and len(board.view("gpu1").gpus) == 2)
         v = board.view("gpu1")
         assert v.source == "nvidia-smi"
-        assert v.gpus[0].name == "NVIDIA H200" and v.gpus[1].mem_total == 143771
+        assert v.gpus[0].name == "NVIDIA H200" and v.gpus[1].memory_total_mib == 143771
         wait_for(lambda: len(board.view("gpu1").history[0]) >= 3)
         wait_for(lambda: [p.user for p in board.view("gpu1").processes] == ["root"])
         assert board.view("gpu1").processes[0].command == "python3 train.py"
@@ -74,7 +74,7 @@ def test_quiet_host_turns_stale_by_time() -> None:
     board = Board(["a"], stale_after=3.0, clock=lambda: now[0])
     from gpunode.monitor import GpuSample
 
-    board.add_samples("a", [GpuSample("a", 0, "H200", "u", 1, 2, 3, 4, 5, 6, 7, ts=100.0)])
+    board.add_samples("a", [GpuSample(host="a", index=0, name="H200", uuid="u", ts=100.0)])
     assert board.links() == {"a": "live"} and board.view("a").link == "live"
     now[0] = 104.0
     assert board.links() == {"a": "stale"} and board.view("a").link == "stale"

@@ -142,10 +142,11 @@ def samples(host: str, n: int, tick: int, ts: float) -> list[GpuSample]:
         util = float((tick * 7 + i * 13 + len(host) * 5) % 101)
         out.append(
             GpuSample(host=host, index=i, name=name,
-                      uuid=f"GPU-{host}-{i}", util=util, mem_used=1024 * (i + 1) + tick,
-                      mem_total=total, temp=35.0 + util / 4, power_draw=83.46 + util * 6,
-                      power_limit=700.0, sm_clock=1980 if util > 5 else 345, ts=ts,
-                      driver=driver)
+                      uuid=f"GPU-{host}-{i}", utilization_pct=util,
+                      memory_used_mib=1024 * (i + 1) + tick, memory_total_mib=total,
+                      temperature_c=35.0 + util / 4, power_draw_w=83.46 + util * 6,
+                      power_limit_w=700.0, sm_clock_mhz=1980 if util > 5 else 345, ts=ts,
+                      driver_version=driver)
         )  # fmt: skip
     return out
 

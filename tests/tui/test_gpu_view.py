@@ -25,17 +25,17 @@ async def test_overview_one_line_per_host_with_aggregates() -> None:
         gv = app.query_one(GpuView)
         assert gv.mode == "lab" and gv.rows() == list(sc.HOSTS)
         a = board.view("gpu-a")
-        mean = sum(g.util or 0 for g in a.gpus.values()) / 8
+        mean = sum(g.utilization_pct or 0 for g in a.gpus.values()) / 8
         assert gv.cell_text("gpu-a", 2) == "8x H200"
         assert gv.cell_text("gpu-a", 3) == "580.159.04"
         assert gv.cell_text("gpu-d", 2) == "8x H100 80GB"
         assert gv.cell_text("gpu-d", 3) == "575.57.08"
         assert gv.cell_text("gpu-a", UTIL) == f"{mean:.0f}"
-        max_temp = max(g.temp or 0 for g in a.gpus.values())
+        max_temp = max(g.temperature_c or 0 for g in a.gpus.values())
         assert gv.cell_text("gpu-a", TEMP) == f"{max_temp:.0f}"
-        draw = sum(g.power_draw or 0 for g in a.gpus.values())
+        draw = sum(g.power_draw_w or 0 for g in a.gpus.values())
         assert gv.cell_text("gpu-a", POWER) == f"{draw:.0f}/5600"
-        used = sum(g.mem_used or 0 for g in a.gpus.values()) / 1024
+        used = sum(g.memory_used_mib or 0 for g in a.gpus.values()) / 1024
         assert gv.cell_text("gpu-a", MEM) == f"{used:.1f}/{8 * 143771 / 1024:.1f}"
         assert len(gv.cell_text("gpu-a", 5).strip()) == 20  # a full sparkline
 
@@ -99,8 +99,8 @@ async def test_toggle_overview_and_one_host_with_processes() -> None:
         assert gv.mode == "host" and gv.host == "gpu-a"
         assert gv.rows() == [str(i) for i in range(8)]
         g3 = board.view("gpu-a").gpus[3]
-        assert gv.cell_text("3", HOST_UTIL) == f"{g3.util:.0f}"
-        assert gv.cell_text("3", HOST_CLOCK) == str(g3.sm_clock)
+        assert gv.cell_text("3", HOST_UTIL) == f"{g3.utilization_pct:.0f}"
+        assert gv.cell_text("3", HOST_CLOCK) == f"{g3.sm_clock_mhz:.0f}"
         procs = app.query_one("#proc-table")
         assert procs.display and procs.row_count == 2  # type: ignore[attr-defined]
         await pilot.press("n")
