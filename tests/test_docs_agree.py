@@ -165,6 +165,29 @@ def test_every_exit_status_named_in_the_docs_means_what_exitcodes_says() -> None
     assert not wrong, "\n".join(wrong)
 
 
+# "Exit status: 0 healthy, 9 a warning and no error, 2 a host failed, ..." (each command's
+# help, and so its page): each "N words" pair.
+_LIST = re.compile(r"Exit (?:codes|status): (.*?)(?:\n\n|$)", re.S)
+_PAIR = re.compile(r"(?:^|, |or )(\d+) ([^,]+)")
+
+
+def test_every_exit_status_a_commands_help_lists_means_what_exitcodes_says() -> None:
+    wrong, seen = [], 0
+    for doc in DOCS:
+        for listed in _LIST.findall(doc.read_text(encoding="utf-8")):
+            listed = " ".join(listed.split()).split(" Several:")[0]
+            listed = re.sub(r"\([^)]*\)", "", listed)  # asides hold commas of their own
+            for code, words in _PAIR.findall(listed):
+                if words.startswith(">"):
+                    continue  # a ranking (6 > 2 > 3), checked against RANK elsewhere
+                seen += 1
+                about = ABOUT.get(ExitCode(int(code))) if int(code) in set(ExitCode) else None
+                if about and not any(w in words.lower() for w in about):
+                    wrong.append(f"{doc.relative_to(ROOT)}: {code} {words}")
+    assert seen > 30
+    assert not wrong, "\n".join(wrong)
+
+
 def test_the_ranking_table_is_exitcodes_rank() -> None:
     text = (ROOT / "docs" / "upgrades.md").read_text(encoding="utf-8")
     body = text.split("| some host... | exit |\n| --- | --- |\n", 1)[1].split("\n\n", 1)[0]

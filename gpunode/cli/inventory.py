@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shlex
 import stat
 import sys
 from typing import Any
@@ -34,13 +35,16 @@ def import_(source: str, output: str | None, force: bool) -> None:
     """Convert the JSON of `ansible-inventory --list` (read from FILE, or - for standard
     input) into a gpunode inventory: hosts, groups (child groups flattened into their
     parents), `all`'s variables as defaults, and the connection variables ansible_host,
-    ansible_user, ansible_port, ansible_ssh_private_key_file and ansible_connection: local.
-    Passwords are never copied; every other variable is named on standard error.
+    ansible_user, ansible_port, ansible_ssh_private_key_file and ansible_connection: local,
+    and a jump host in ansible_ssh_common_args (-J, ProxyJump, or a ProxyCommand that is only
+    `ssh -W %h:%p HOP`) as ssh.proxy_jump. Passwords are never copied; every other variable
+    (and ssh argument) is named on standard error.
 
     \b
       ansible-inventory -i hosts.ini --list | gpunode inventory import - -o cluster.yaml
 
-    Exit codes: 0 written, 2 the JSON cannot become a valid inventory (nothing written).
+    Exit codes: 0 written, 4 bad input: not such JSON, or it cannot become a valid inventory
+    (nothing written).
     """
     from gpunode.inventory import InventoryError, loads
     from gpunode.inventory.ansible import ImportProblem, convert
@@ -55,7 +59,7 @@ def import_(source: str, output: str | None, force: bool) -> None:
             sys.exit(ExitCode.BAD_INPUT)
     name = "<stdin>" if source == "-" else source
     try:
-        converted = convert(json.loads(_read(source)))
+        converted = convert(_json(_read(source), source))
     except (ImportProblem, ValueError, OSError) as exc:
         click.echo(f"error: {printable(name)}: {printable(str(exc))}", err=True)
         sys.exit(ExitCode.BAD_INPUT)
@@ -81,6 +85,23 @@ def import_(source: str, output: str | None, force: bool) -> None:
         click.echo(f"error: {printable(output)} exists: pass --force to overwrite it", err=True)
         sys.exit(ExitCode.BAD_INPUT)
     click.echo(f"wrote {printable(output)}", err=True)
+
+
+def _json(text: str, source: str) -> Any:
+    """The JSON `ansible-inventory --list` prints; anything else (an INI or YAML inventory
+    itself) is refused naming the command that makes the JSON from it."""
+    from gpunode.inventory.ansible import ImportProblem
+
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        given = "-i INVENTORY" if source == "-" else f"-i {shlex.quote(source)}"
+        raise ImportProblem(
+            f"not JSON ({exc.msg} at line {exc.lineno}): "
+            "gpunode imports what ansible-inventory prints, not Ansible's INI or YAML "
+            f"files; run: ansible-inventory {given} --list | gpunode inventory import - "
+            "-o cluster.yaml"
+        ) from None
 
 
 def _read(source: str) -> str:

@@ -14,6 +14,7 @@ dropped silently, and passwords are never copied into the file.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,6 +49,78 @@ SIMPLE: dict[str, tuple[str, ...]] = {
 }
 SSH_CONNECTIONS = frozenset({"ssh", "smart", "paramiko", "paramiko_ssh"})
 _NAME = re.compile(NAME)
+
+
+COMMON_ARGS = frozenset({"ansible_ssh_common_args", "ansible_ssh_extra_args"})
+_HOP = re.compile(r"(?:[A-Za-z0-9._-]+@)?[A-Za-z0-9._-]+(?::\d{1,5})?")
+
+
+def jump_of(args: str) -> tuple[str | None, list[str]]:
+    """The jump host in ssh arguments (`-J hop`, `-o ProxyJump=hop`, or a ProxyCommand that
+    is only `ssh -W %h:%p hop`), as `ssh.proxy_jump` writes it, and the arguments left.
+    Anything else (a ProxyCommand doing more) stays among the arguments left: it is not
+    translated, only named."""
+    try:
+        words = shlex.split(args)
+    except ValueError:
+        return None, [args]
+    jump: str | None = None
+    rest: list[str] = []
+    i = 0
+    while i < len(words):
+        word, nxt = words[i], words[i + 1] if i + 1 < len(words) else ""
+        if word == "-J" and _hops(nxt):
+            jump, i = nxt, i + 2
+            continue
+        option = nxt if word == "-o" else word[2:] if word.startswith("-o") else ""
+        key, _, value = option.partition("=")
+        if key.lower() == "proxyjump" and _hops(value.strip()):
+            jump = value.strip()
+        elif key.lower() == "proxycommand" and _w_command(value.strip()):
+            jump = _w_command(value.strip())
+        elif option:
+            rest += [word, nxt] if word == "-o" else [word]
+        else:
+            rest.append(word)
+        i += 2 if word == "-o" else 1
+    return jump, rest
+
+
+def _hops(spec: str) -> bool:
+    return bool(spec) and all(_HOP.fullmatch(h) for h in spec.split(","))
+
+
+def _w_command(command: str) -> str | None:
+    """`ssh [-q] [-p PORT] [-l USER] -W %h:%p [user@]host` as a jump spec (a hop with its
+    own key, -i, is not: ssh.proxy_jump takes the hop's key from the ssh config)."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    if not words or words[0] not in ("ssh", "/usr/bin/ssh") or "-W" not in words:
+        return None
+    user = port = host = None
+    i = 1
+    while i < len(words):
+        w = words[i]
+        if w == "-q":
+            i += 1
+        elif w in ("-p", "-l", "-W") and i + 1 < len(words):
+            if w == "-p" and words[i + 1].isdigit():
+                port = words[i + 1]
+            elif w == "-l":
+                user = words[i + 1]
+            elif w == "-W" and words[i + 1] not in ("%h:%p", "[%h]:%p"):
+                return None
+            i += 2
+        elif host is None and not w.startswith("-"):
+            host, i = w, i + 1
+        else:
+            return None
+    if host is None:
+        return None
+    spec = (f"{user}@" if user and "@" not in host else "") + host + (f":{port}" if port else "")
+    return spec if _hops(spec) else None
 
 
 class ImportProblem(ValueError):
@@ -238,7 +311,8 @@ def _settings(
             for part in path[:-1]:
                 node = node.setdefault(part, {})
             node[path[-1]] = converted
-        if var not in SIMPLE and var not in SECRETS and var != "ansible_connection":
+        known = {*SIMPLE, *SECRETS, *COMMON_ARGS, "ansible_connection"}
+        if var not in known:
             unknown.setdefault(printable(var), []).append(printable(owner))
     return settings
 
@@ -255,6 +329,16 @@ def _translate(
             out.warnings.append(
                 f"{printable(owner)}: ansible_connection {printable(str(value))!r} has no "
                 "gpunode equivalent (ssh or local); not imported"
+            )
+    elif var in COMMON_ARGS:
+        jump, rest = jump_of(str(value))
+        if jump is not None:
+            yield ("ssh", "proxy_jump"), jump
+        if rest:
+            out.warnings.append(
+                f"{printable(owner)}: {var} {printable(' '.join(rest))!r} not imported "
+                "(gpunode takes a jump host from it; other ssh options: ssh.options with "
+                "ssh.transport: openssh, or your ssh config)"
             )
     elif var in SIMPLE:
         path = SIMPLE[var]

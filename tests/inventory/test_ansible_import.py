@@ -144,3 +144,46 @@ def test_fixtures_are_what_ansible_prints(name: str, extra: list[str]) -> None:
     now["_meta"].pop("profile", None)
     kept["_meta"].pop("profile", None)
     assert now == kept
+
+
+def test_an_ini_inventory_is_refused_naming_the_command_that_reads_it(tmp_path: Path) -> None:
+    out = tmp_path / "cluster.yaml"
+    done = gpunode("inventory", "import", str(FIXTURES / "hosts.ini"), "-o", str(out))
+    assert done.returncode == 4
+    assert done.stderr.strip() == (
+        f"error: {FIXTURES / 'hosts.ini'}: not JSON (Expecting value at line 1): gpunode "
+        "imports what ansible-inventory prints, not Ansible's INI or YAML files; run: "
+        f"ansible-inventory -i {FIXTURES / 'hosts.ini'} --list | gpunode inventory import - "
+        "-o cluster.yaml"
+    )
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "jump", "left"),
+    [
+        ("-o ProxyJump=admin@bastion.example:2222", "admin@bastion.example:2222", None),
+        ("-J hop1,hop2 -o ServerAliveInterval=5", "hop1,hop2", "-o ServerAliveInterval=5"),
+        ('-o ProxyCommand="ssh -W %h:%p -q admin@bastion.example"', "admin@bastion.example", None),
+        ("-o 'ProxyCommand=ssh -p 2200 -l root -W %h:%p bastion'", "root@bastion:2200", None),
+        # what does more than relay is not translated: named, for the admin to decide
+        ('-o ProxyCommand="nc -x proxy:1080 %h %p"', None, "-o ProxyCommand=nc -x proxy:1080"),
+        ('-o ProxyCommand="ssh -i /k -W %h:%p bastion"', None, "-o ProxyCommand=ssh -i /k"),
+    ],
+)
+def test_a_jump_host_in_ansible_ssh_common_args_becomes_proxy_jump(
+    tmp_path: Path, args: str, jump: str | None, left: str | None
+) -> None:
+    data = {
+        "_meta": {"hostvars": {"n1": {"ansible_host": "10.0.0.1"}}},
+        "all": {"children": ["gpu"]},
+        "gpu": {"hosts": ["n1"], "vars": {"ansible_ssh_common_args": args}},
+    }
+    done = gpunode("inventory", "import", "-", stdin=json.dumps(data))
+    assert done.returncode == 0, done.stderr
+    (tmp_path / "inv.yaml").write_text(done.stdout)
+    assert load(tmp_path / "inv.yaml").hosts["n1"].ssh.proxy_jump == jump
+    if left is None:
+        assert "ansible_ssh_common_args" not in done.stderr
+    else:
+        assert f"warning: gpu: ansible_ssh_common_args '{left}" in done.stderr
