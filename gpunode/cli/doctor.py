@@ -44,7 +44,9 @@ def doctor(
     inv, hosts = load_selected(inventory, limit)
     password = become_password(hosts, ask_become_pass)
     start = time.monotonic()
-    outcomes = diagnose_all(hosts, bus=Bus(), forks=forks, become_password=password)
+    outcomes = diagnose_all(
+        hosts, bus=Bus(), forks=forks, become_password=password, inventory=inventory
+    )
     code = exit_status(outcomes)
     # recorded like apply and smoke: `gpunode exporter` serves the findings' counts from it
     Record("doctor", inv.identity, {"limit": limit}).finish(

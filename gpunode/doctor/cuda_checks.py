@@ -26,17 +26,30 @@ def _login(i: Inputs, key: str) -> str | None:
     return i.probe.login.get(key, "")
 
 
-def cuda_home_unset(i: Inputs) -> list[Hit]:
+def _env_fix(i: Inputs) -> str | None:
+    """The fix when the inventory already asks for the CUDA environment (the rule's own says
+    to set it): write it again, and read it from a login shell."""
+    if not i.host.stack.cuda_env:
+        return None
     return (
-        [Hit("CUDA_HOME=  (a login shell's environment)")] if _login(i, "CUDA_HOME") == "" else []
+        "the inventory already sets `cuda_env: true`: gpunode apply INVENTORY --limit HOST "
+        "writes /etc/profile.d/gpunode-cuda.sh and ld.so.conf.d again if they are missing or "
+        "changed; then open a new login shell (`ssh host cmd` and cron run no login shell and "
+        "read no /etc/profile.d)"
     )
+
+
+def cuda_home_unset(i: Inputs) -> list[Hit]:
+    if _login(i, "CUDA_HOME") != "":
+        return []
+    return [Hit("CUDA_HOME=  (a login shell's environment)", fix=_env_fix(i))]
 
 
 def nvcc_not_on_path(i: Inputs) -> list[Hit]:
     path = _login(i, "PATH")
     if path is None or _login(i, "nvcc"):
         return []
-    return [Hit(f"PATH={path}  (a login shell's: no nvcc)")]
+    return [Hit(f"PATH={path}  (a login shell's: no nvcc)", fix=_env_fix(i))]
 
 
 NOT_LINKED = "not found by the dynamic linker"
@@ -50,14 +63,13 @@ def libs_not_found(i: Inputs) -> list[Hit]:
     if i.probe.ldconfig is None:
         return []
     hits = []
+    fix = _env_fix(i)
     if i.facts.toolkits and not _linked(i, "libcudart.so"):
-        hits.append(
-            Hit("ldconfig -p: no libcudart.so", title="cudart not found by the dynamic linker")
-        )
+        hits.append(Hit("ldconfig -p: no libcudart.so", fix=fix,
+                        title="cudart not found by the dynamic linker"))  # fmt: skip
     if i.facts.cudnn_version and not _linked(i, "libcudnn.so"):
-        hits.append(
-            Hit("ldconfig -p: no libcudnn.so", title="cuDNN not found by the dynamic linker")
-        )
+        hits.append(Hit("ldconfig -p: no libcudnn.so", fix=fix,
+                        title="cuDNN not found by the dynamic linker"))  # fmt: skip
     return hits
 
 

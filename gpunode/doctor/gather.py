@@ -43,11 +43,13 @@ def diagnose_all(
     bus: Bus,
     forks: int | None = None,
     become_password: Secret | None = None,
+    inventory: str | None = None,
 ) -> dict[str, Outcome[Diagnosis]]:
+    """Each host's findings; their fixes name `inventory` in the gpunode commands."""
     from gpunode.hostpool import run_hosts
 
     def work(transport: Transport, host: Host) -> Diagnosis:
-        return Diagnosis(host.name, diagnose(probe(transport, host)))
+        return Diagnosis(host.name, diagnose(probe(transport, host), inventory=inventory))
 
     return run_hosts(hosts, work, bus=bus, forks=forks, become_password=become_password)
 

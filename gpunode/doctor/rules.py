@@ -101,8 +101,13 @@ RULES: tuple[Rule, ...] = (
 )  # fmt: skip
 
 
-def diagnose(inputs: Inputs, rules: tuple[Rule, ...] = RULES) -> list[Finding]:
-    """Every rule's findings on one host, worst first."""
+def diagnose(
+    inputs: Inputs, rules: tuple[Rule, ...] = RULES, *, inventory: str | None = None
+) -> list[Finding]:
+    """Every rule's findings on one host, worst first; a fix's `gpunode` command names the
+    host, and the inventory when it is given."""
+    import shlex
+
     out = []
     for rule in rules:
         for hit in rule.check(inputs):
@@ -112,7 +117,9 @@ def diagnose(inputs: Inputs, rules: tuple[Rule, ...] = RULES) -> list[Finding]:
                     severity=hit.severity or rule.severity,
                     title=hit.title or rule.title,
                     evidence=hit.evidence,
-                    fix=(hit.fix or rule.fix).replace("HOST", inputs.host.name),
+                    fix=(hit.fix or rule.fix)
+                    .replace("HOST", inputs.host.name)
+                    .replace("INVENTORY", shlex.quote(inventory) if inventory else "INVENTORY"),
                 )
             )
     return ordered(out)

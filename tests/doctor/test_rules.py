@@ -175,6 +175,19 @@ def test_login_shell_without_cuda() -> None:
     ]
 
 
+def test_a_fix_names_the_inventory_and_never_asks_for_what_it_already_sets() -> None:
+    login = "CUDA_HOME=\nPATH=/usr/bin:/bin\nnvcc=\n"
+    inputs = Inputs(host(stack={"cuda_env": True}), parse_facts(FACTS),
+                    parse_probe(probe_text(login=login, ldconfig="")))  # fmt: skip
+    findings = diagnose(inputs, inventory="/srv/gpu fleet/site.yaml")
+    for rule in ("cuda.home-unset", "cuda.not-on-path", "cuda.lib-not-found"):
+        for f in (f for f in findings if f.rule == rule):
+            assert "set `cuda_env: true`" not in f.fix
+            assert f.fix.startswith("the inventory already sets `cuda_env: true`: gpunode apply "
+                                    "'/srv/gpu fleet/site.yaml' --limit gpu-01 writes")  # fmt: skip
+            assert "new login shell" in f.fix
+
+
 def test_login_shell_with_cuda_is_healthy() -> None:
     login = "CUDA_HOME=/usr/local/cuda\nPATH=/usr/local/cuda/bin:/usr/bin\n"
     login += "nvcc=/usr/local/cuda/bin/nvcc\n"
