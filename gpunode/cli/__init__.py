@@ -187,7 +187,6 @@ def run() -> NoReturn:
         main()
     except SystemExit as exc:
         leave(exc.code)
-    leave(0)
     except Exception as exc:
         from gpunode.records import StateDirError
 
@@ -195,3 +194,4 @@ def run() -> NoReturn:
             raise
         click.echo(f"error: {exc}", err=True)  # a state directory of someone else's
         leave(ExitCode.BAD_INPUT)
+    leave(0)

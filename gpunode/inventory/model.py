@@ -37,11 +37,11 @@ from gpunode.inventory.checks import (
     proxy_jump,
     spec_file,
     spec_file_text,
-    ssh_option_name,
     ssh_config_file,
+    ssh_option_name,
     ssh_option_value,
-)
     ssh_options,
+)
 from gpunode.inventory.text import bad_strings
 
 # Patterns are Python `re` (Strict sets the engine): `[0-9]`, not `\d`, which matches any
@@ -642,6 +642,10 @@ class GroupEntry(Settings):
 
 
 class Document(Strict):
+    name: Name | None = None
+    """This inventory's name: run records are kept by it (else by the file's path), and the
+    exporter's `inventory` label shows it. Two inventories with the same host names (staging
+    and production) never share records while their names (or paths) differ."""
     defaults: Settings = Field(default_factory=Settings)
     """Settings for every host."""
     groups: dict[Name, GroupEntry | None] = Field(default_factory=dict)
@@ -699,10 +703,6 @@ class Host(HostEntry):
         return stack
 
     @property
-    name: Name | None = None
-    """This inventory's name: run records are kept by it (else by the file's path), and the
-    exporter's `inventory` label shows it. Two inventories with the same host names (staging
-    and production) never share records while their names (or paths) differ."""
     def target(self) -> str:
         if self.connection == "local":
             return "localhost"

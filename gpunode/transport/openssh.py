@@ -146,15 +146,15 @@ class OpenSSHTransport:
             if self._dir is None:
                 self._dir = _control_dir()
             s = self.settings
-            # How OpenSSH resolves the host (config, Include, Match): no network yet.
-            try:
-                res = self._ssh("-G", timeout=30)
-            except subprocess.TimeoutExpired:
             # checked again here: `ssh -G` already runs a config's `Match exec`
             if s.config_file is not None and "config_file" in s.model_fields_set:
                 why = sshcommands.refusal(s.config_file)
                 if why:
                     raise HostUnreachableError(f"ssh config for {self.address}: {why}")
+            # How OpenSSH resolves the host (config, Include, Match): no network yet.
+            try:
+                res = self._ssh("-G", timeout=30)
+            except subprocess.TimeoutExpired:
                 raise HostUnreachableError(f"ssh -G {self.address} did not finish") from None
             if res.returncode != 0:
                 said = " ".join(res.stderr.split())[:300]
