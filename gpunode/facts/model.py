@@ -88,9 +88,6 @@ class CudaToolkit(_Fact):
     path: str
     nvcc: str | None = None  # full nvcc release, e.g. "12.4.131"
 
-    unsafe: dict[str, str] = Field(default_factory=dict)
-    """Prefixes not used because a directory of theirs is not root's alone: prefix ->
-    "UID MODE DIR" of the first such directory."""
 
 class CondaEnvFacts(_Fact):
     name: str
@@ -104,6 +101,9 @@ class Conda(_Fact):
     prefix: str | None = None
     version: str | None = None
     envs: list[CondaEnvFacts] = Field(default_factory=list)
+    unsafe: dict[str, str] = Field(default_factory=dict)
+    """Prefixes not used because a directory of theirs is not root's alone: prefix ->
+    "UID MODE DIR" of the first such directory."""
 
 
 class FileAttrs(_Fact):
