@@ -42,7 +42,7 @@ from gpunode.transport.driver import drive
 from gpunode.transport.pipes import PipeProcess
 from gpunode.transport.secret import Secret, child_env
 from gpunode.transport.sshcli import SshCommand, parse_effective
-from gpunode.transport.sshfailure import classify, is_ssh_failure
+from gpunode.transport.sshfailure import classify, is_ssh_failure, jump_failure
 
 INVENTORY_DEFAULT_USER = SshSettings().user
 
@@ -193,6 +193,10 @@ class OpenSSHTransport:
     def _failure(self, stderr: str) -> TransportError:
         e = self.effective
         host, port = e.get("hostname", self.address), e.get("port", "22")
+        hop = jump_failure(stderr, env=self._env(), timeout=self.settings.connect_timeout + 5,
+                           config=self.settings.config_file)  # fmt: skip
+        if hop is not None:
+            return hop
         return classify(
             stderr,
             label=self.label,

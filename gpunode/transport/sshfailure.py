@@ -11,7 +11,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
-from collections.abc import Sequence
+import shlex
+import subprocess
+from collections.abc import Mapping, Sequence
 
 from gpunode.transport.base import (
     HostKeyChangedError,
@@ -99,6 +101,51 @@ def _revoked_line(stderr: str, files: Sequence[str]) -> str:
         if line.marker == "@revoked" and blob_fingerprint(line.blob) == found.group(2):
             return f" (the @revoked line at {line.where})"
     return ""
+
+
+_JUMP = re.compile(r"Setting implicit ProxyCommand from ProxyJump: (.+)$", re.MULTILINE)
+_PROXY = re.compile(r"Executing proxy command: (exec .+)$", re.MULTILINE)
+_PROXY_CLOSED = ("kex_exchange_identification:", "Connection closed by UNKNOWN")
+
+
+def jump_failure(
+    stderr: str, *, env: Mapping[str, str], timeout: float, config: str | None
+) -> TransportError | None:
+    """Why a ProxyJump hop failed, when the master could only say that its connection
+    closed: a master that persists sends the hop's stderr to /dev/null (OpenSSH keeps it
+    from holding a terminal), so the hop's own words ("Host key verification failed.") are
+    lost. The hop's command, as ssh composed it from the inventory's -J, runs once more
+    with its stderr read; None when the failure was not the hop's."""
+    said = _said(stderr)
+    jump, proxy = _JUMP.search(stderr), _PROXY.search(stderr)
+    if not (jump and proxy and said and any(s in said[-1] for s in _PROXY_CLOSED)):
+        return None
+    try:
+        words = shlex.split(jump.group(1))
+        done = subprocess.run(
+            ["/bin/sh", "-c", proxy.group(1)], stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace",
+            timeout=timeout, env=dict(env), start_new_session=True,
+        )  # fmt: skip
+    except (ValueError, OSError, subprocess.TimeoutExpired):
+        return None
+    hop_said = _said(done.stderr)
+    if done.returncode != 255 or not hop_said:
+        return None
+    user = words[words.index("-l") + 1] if "-l" in words[:-1] else None
+    port = words[words.index("-p") + 1] if "-p" in words[:-1] else None
+    hop = (f"{user}@" if user else "") + words[-1] + (f":{port}" if port else "")
+    why = "; ".join(hop_said[-3:]).rstrip(".")
+    where = f"the ssh config {config}" if config else "your ssh config"
+    if "Host key verification failed" in why:
+        return HostKeyError(
+            f"jump host {hop}: {why}. The hop is a second ssh that reads {where} alone, not "
+            "ssh.known_hosts_file: add the jump host's key to the UserKnownHostsFile there "
+            "(or its default, ~/.ssh/known_hosts)"
+        )
+    return HostUnreachableError(
+        f"jump host {hop}: {why} (the hop is a second ssh that reads {where} alone)"
+    )
 
 
 def classify(
