@@ -118,7 +118,12 @@ def exporter(
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with sampling(
-        hosts, interval=interval, use_nvml=use_nvml, stale_after=stale, processes=False
+        hosts,
+        interval=interval,
+        use_nvml=use_nvml,
+        stale_after=stale,
+        processes=False,
+        counters=True,
     ) as board:
         ident = inv.identity
         collector = FleetCollector(

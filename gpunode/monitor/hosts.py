@@ -17,11 +17,12 @@ if TYPE_CHECKING:
 
 
 def source_for(
-    host: Host, interval: float, use_nvml: bool, processes: bool = True
+    host: Host, interval: float, use_nvml: bool, processes: bool = True, counters: bool = False
 ) -> SourceFactory:
     """How to reach one host's GPUs: NVML in-process for this machine when it works,
     otherwise one long-lived nvidia-smi stream over the host's transport. A stream is
-    given up as silent after three intervals without output (15 s at least)."""
+    given up as silent after three intervals without output (15 s at least). `counters`: the
+    exporter's DCGM counters that only `nvidia-smi dmon` has, on a second stream."""
 
     def make() -> Source:
         if host.connection == "local" and use_nvml:
@@ -34,6 +35,7 @@ def source_for(
             interval=interval,
             process_every=5.0 if processes else None,
             quiet_limit=max(15.0, 3 * interval),
+            dmon=counters,
         )
 
     return make
@@ -47,11 +49,12 @@ def sampling(
     use_nvml: bool,
     stale_after: float,
     processes: bool = True,
+    counters: bool = False,
 ) -> Iterator[Board]:
     """A Board that a started Sampler feeds from every host until the block ends
     (without GPU processes when `processes` is false: one command less per host)."""
     board = Board([h.name for h in hosts], stale_after=stale_after)
-    sources = {h.name: source_for(h, interval, use_nvml, processes) for h in hosts}
+    sources = {h.name: source_for(h, interval, use_nvml, processes, counters) for h in hosts}
     sampler = Sampler(board, sources)
     sampler.start()
     try:

@@ -46,6 +46,66 @@ def query_gpu_command(
     return argv
 
 
+DMON_GPM = (1, 5, 10)  # graphics, tensor and DRAM activity (nvidia-smi dmon -h's numbers)
+# dmon's column -> (SmiGpu attribute, scale): PCIe MB/s to bytes/s, GPM percents to ratios
+DMON_COLUMNS: dict[str, tuple[str, float]] = {
+    "pci": ("pcie_replay_count", 1.0),
+    "rxpci": ("pcie_rx_bytes_per_second", 1e6),
+    "txpci": ("pcie_tx_bytes_per_second", 1e6),
+    "gract": ("gr_engine_active", 0.01),
+    "mmaact": ("tensor_active", 0.01),
+    "dram": ("dram_active", 0.01),
+}
+
+
+def dmon_command(interval_s: float) -> list[str]:
+    """`nvidia-smi dmon`: what `--query-gpu` lacks and DCGM has (PCIe replays and
+    throughput, GPM's profiling ratios on Hopper and newer), one row per GPU a tick."""
+    gpm = ",".join(map(str, DMON_GPM))
+    return [
+        "nvidia-smi",
+        "dmon",
+        "-s",
+        "te",
+        "--gpm-metrics",
+        gpm,
+        "-d",
+        str(max(1, round(interval_s))),
+    ]
+
+
+class DmonParser:
+    """`nvidia-smi dmon` output, a line at a time: its `# gpu ...` header names the columns,
+    each row is a GPU's (index, {attribute: value}); "-" (a GPM metric's first tick, or one
+    the GPU lacks) is left out."""
+
+    def __init__(self) -> None:
+        self.columns: list[str] = []
+
+    def feed(self, line: str) -> tuple[int, dict[str, float]] | None:
+        words = line.split()
+        if not words:
+            return None
+        if words[0] == "#":
+            if len(words) > 1 and words[1] == "gpu":
+                self.columns = words[1:]
+            return None
+        if len(words) != len(self.columns) or not words[0].isdigit():
+            return None
+        values: dict[str, float] = {}
+        for column, word in zip(self.columns[1:], words[1:], strict=True):
+            attr = DMON_COLUMNS.get(column)
+            if attr is None:
+                continue
+            try:
+                values[attr[0]] = float(word) * attr[1]
+            except ValueError:
+                continue
+        if "pcie_replay_count" in values:
+            values["pcie_replay_count"] = round(values["pcie_replay_count"])
+        return int(words[0]), values
+
+
 def query_apps_command() -> list[str]:
     return [
         "nvidia-smi",

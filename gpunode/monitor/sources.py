@@ -16,14 +16,16 @@ from gpunode.monitor.model import GpuProcess, GpuSample
 from gpunode.monitor.parse import (
     BASE_FIELDS,
     QUERY_FIELDS,
+    DmonParser,
     LineSplitter,
+    dmon_command,
     parse_apps,
     parse_gpu_line,
     parse_ps_users,
     query_apps_command,
     query_gpu_command,
 )
-from gpunode.transport.base import Transport, TransportError
+from gpunode.transport.base import Transport
 
 SamplesSink = Callable[[Sequence[GpuSample]], None]
 ProcessesSink = Callable[[Sequence[GpuProcess]], None]
@@ -96,6 +98,7 @@ class SmiSource:
         process_every: float | None = 5.0,
         quiet_limit: float = 15.0,
         clock: Callable[[], float] = time.time,
+        dmon: bool = False,
     ) -> None:
         self.host = host
         self.quiet_limit = quiet_limit
@@ -107,6 +110,8 @@ class SmiSource:
         self.clock = clock
         self._uuids: dict[str, int] = {}
         self.fields: tuple[str, ...] = QUERY_FIELDS
+        self.dmon = dmon
+        self._dmon_values: dict[int, dict[str, float]] = {}
         self.energy = EnergyMeter(max_gap=max(5.0, 5 * interval))
 
     def stream(
@@ -127,6 +132,9 @@ class SmiSource:
                 sample = parse_gpu_line(line, self.host, now, self.fields)
                 if sample is not None:
                     self._uuids[sample.uuid] = sample.index
+                    extra = self._dmon_values.get(sample.index)
+                    if extra:
+                        sample = sample.model_copy(update=extra)
                     batch.append(self.energy.add(sample))
             if batch:
                 on_samples(list(batch))
@@ -142,6 +150,11 @@ class SmiSource:
             daemon=True,
         )
         poller.start()
+        dmon = threading.Thread(
+            target=self._dmon, args=(stop, done), name=f"gpu-dmon-{self.host}", daemon=True
+        )
+        if self.dmon:
+            dmon.start()
         try:
             for fields in (QUERY_FIELDS, BASE_FIELDS):
                 self.fields = fields
@@ -164,6 +177,26 @@ class SmiSource:
                 raise GpusUnreadable(f"nvidia-smi: {why}")
             raise StreamEnded(f"nvidia-smi ended: {why}")
 
+    def _dmon(self, stop: threading.Event, done: threading.Event) -> None:
+        """What `--query-gpu` lacks, from a second stream (`nvidia-smi dmon`) on the same
+        connection, merged into the next samples. Best effort: a driver or GPU without it
+        (no GPM before Hopper, no --gpm-metrics in old drivers) leaves those values out."""
+        parser = DmonParser()
+        splitter = LineSplitter()
+
+        def on_output(stream: Literal["stdout", "stderr"], chunk: str) -> None:
+            if stop.is_set() or done.is_set():
+                raise Stopped
+            if stream != "stdout":
+                return
+            for line in splitter.feed(chunk):
+                row = parser.feed(line)
+                if row is not None:
+                    self._dmon_values[row[0]] = row[1]
+
+        with contextlib.suppress(Exception):  # this thread's failures are never shown
+            self.transport.run(dmon_command(self.interval), on_output=on_output, timeout=None)
+
     def _poll_processes(
         self, on_processes: ProcessesSink, stop: threading.Event, done: threading.Event
     ) -> None:
@@ -179,8 +212,10 @@ class SmiSource:
                 return
             if self.process_every is not None and now >= next_poll:
                 next_poll = now + self.process_every
-                # A failure here shows up on the stream too: report it once, there.
-                with contextlib.suppress(TransportError, OSError):
+                # A failure here shows up on the stream too: report it once, there. Any
+                # failure: a link cut by a reboot raises EOFError from paramiko, and a
+                # traceback of this thread must never reach the terminal.
+                with contextlib.suppress(Exception):
                     on_processes(self.processes())
             # Without processes to read, only the silence check wakes it: a fifth of its limit.
             done.wait(min(1.0, self.process_every) if self.process_every else self.quiet_limit / 5)

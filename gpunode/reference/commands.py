@@ -45,7 +45,7 @@ EXAMPLES: dict[str, list[str]] = {
     "smoke": ["gpunode smoke inventories/lab.yaml --only nccl-allreduce"],
     "top": ["gpunode top inventories/lab.yaml"],
     "exporter": [
-        "gpunode exporter inventories/lab.yaml --listen 0.0.0.0:9835",
+        "gpunode exporter inventories/lab.yaml --listen 0.0.0.0:10140",
         "gpunode exporter inventories/lab.yaml --names simple --interval 5",
         "gpunode exporter inventories/lab.yaml --textfile /var/lib/node_exporter/textfile --once",
     ],

@@ -754,6 +754,58 @@ def version_text() -> str:
     )
 
 
+# ---------------------------------------------------------------- dmon
+
+# dmon's groups (-s) and GPM metrics (--gpm-metrics): (column, unit, value), in the order and
+# shape nvidia-smi 580 prints them on an H200 (`dmon -s te --gpm-metrics 1,5,10`).
+DmonFn = Callable[[Gpu], str]
+DMON_GROUPS: dict[str, list[tuple[str, str, DmonFn]]] = {
+    "p": [("pwr", "W", lambda g: str(round(g.power))), ("gtemp", "C", lambda g: str(g.temp)),
+          ("mtemp", "C", lambda g: str(g.mem_temp))],
+    "u": [("sm", "%", lambda g: str(g.util)), ("mem", "%", lambda g: str(g.mem_util)),
+          ("enc", "%", lambda g: "0"), ("dec", "%", lambda g: "0"), ("jpg", "%", lambda g: "0"),
+          ("ofa", "%", lambda g: "0")],
+    "c": [("mclk", "MHz", lambda g: str(g.model.mem_clock)),
+          ("pclk", "MHz", lambda g: str(g.sm_clock))],
+    "e": [("sbecc", "errs", lambda g: "0"), ("dbecc", "errs", lambda g: "0"),
+          ("pci", "errs", lambda g: "0")],
+    "t": [("rxpci", "MB/s", lambda g: str(g.util * 3)),
+          ("txpci", "MB/s", lambda g: str(g.util * 2))],
+}  # fmt: skip
+DMON_GPM: dict[int, tuple[str, DmonFn]] = {
+    1: ("gract", lambda g: str(g.util)),
+    5: ("mmaact", lambda g: str(round(g.util * 0.8))),
+    10: ("dram", lambda g: str(g.mem_util)),
+}
+_DMON_TICKS: list[int] = []  # rows printed so far: GPM has no value on the first
+
+
+def dmon(gpus: list[Gpu], a: Args) -> str:
+    cols = [c for group in "pucvmet" if group in a.select for c in DMON_GROUPS.get(group, [])]
+    gpm = [DMON_GPM[m] for m in a.gpm or [] if m in DMON_GPM]
+    out = []
+    if not _DMON_TICKS:
+        out.append(
+            "# gpu"
+            + "".join(f" {c:>6}" for c, _, _ in cols)
+            + "".join(f" {c:>10}" for c, _ in gpm)
+            + " "
+        )
+        out.append(
+            "# Idx"
+            + "".join(f" {u:>6}" for _, u, _ in cols)
+            + "".join(f" {'GPM:%':>10}" for _ in gpm)
+            + " "
+        )
+    first = not _DMON_TICKS
+    _DMON_TICKS.append(1)
+    for g in gpus:
+        row = f"{g.index:>5}" + "".join(f" {fn(g):>6}" for _, _, fn in cols)
+        row += "".join(f" {'-' if first else fn(g):>10}" for _, fn in gpm)
+        out.append(row + " ")
+    return "".join(line + "\n" for line in out)
+
+
 # ---------------------------------------------------------------- command line
 
 
@@ -766,6 +818,9 @@ class Args:
     xml: bool = False
     interval: float | None = None
     ids: list[int] | None = None
+    select: str = "puc"
+    gpm: list[int] | None = None
+    count: int | None = None
 
 
 def parse_args(argv: list[str]) -> Args:
@@ -799,6 +854,16 @@ def parse_args(argv: list[str]) -> Args:
             a.ids = [int(x) for x in (val if eq else next(it, "")).split(",") if x.strip()]
         elif arg == "topo":
             a.mode = "topo"
+        elif arg == "dmon":
+            a.mode, a.interval = "dmon", 1.0
+        elif a.mode == "dmon" and key in ("-s", "--select"):
+            a.select = val if eq else next(it, "")
+        elif a.mode == "dmon" and key == "--gpm-metrics":
+            a.gpm = [int(x) for x in (val if eq else next(it, "")).split(",") if x.strip()]
+        elif a.mode == "dmon" and key in ("-d", "--delay"):
+            a.interval = float(val if eq else next(it, "1"))
+        elif a.mode == "dmon" and key in ("-c", "--count"):
+            a.count = int(val if eq else next(it, "1"))
         elif arg in ("-m", "--matrix", "-u", "--unit"):
             pass
         elif arg in ("-pm", "--persistence-mode"):
@@ -863,6 +928,8 @@ def render(a: Args, now: float) -> str:
         return query_xml(gpus, now)
     if a.mode == "topo":
         return topo(gpus)
+    if a.mode == "dmon":
+        return dmon(gpus, a)
     if a.mode == "pm":
         return "".join(f"Persistence mode is already Enabled for GPU {g.bus_id}.\n" for g in gpus)
     return table(gpus, now)
@@ -894,7 +961,7 @@ def main(argv: list[str]) -> int:
                 sys.stdout.write(str(e))
                 return e.code
             sys.stdout.flush()
-            if a.interval is None:
+            if a.interval is None or (a.count is not None and len(_DMON_TICKS) >= a.count):
                 return 0
             time.sleep(max(a.interval, 0.01))
     except KeyboardInterrupt:

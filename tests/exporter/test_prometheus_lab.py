@@ -185,7 +185,7 @@ def test_prometheus_stores_every_lab_gpu_as_nvidia_smi_shows_it(
         _, err = exporter.communicate(timeout=30)
     read = {h: r.rows() for h, r in readers.items()}
     assert exporter.returncode == 0, err
-    assert sorted((s["metric"]["host"], s["value"][1]) for s in up) == [(h, "1") for h in hosts]
+    assert sorted((s["metric"]["Hostname"], s["value"][1]) for s in up) == [(h, "1") for h in hosts]
 
     for name, field in SERIES.items():
         for series in stored[name]:
@@ -222,7 +222,8 @@ def test_a_host_that_drops_is_down_and_its_gpus_leave(
         lab_hosts.fault(gone, "drop", "0")
         until(
             lambda: (
-                [s["metric"]["host"] for s in query(prom_port, "gpunode_host_up == 0")] == [gone]
+                [s["metric"]["Hostname"] for s in query(prom_port, "gpunode_host_up == 0")]
+                == [gone]
             ),
             60,
             f"{gone} down in Prometheus",

@@ -7,7 +7,9 @@ from pathlib import Path
 from gpunode.monitor.parse import (
     BASE_FIELDS,
     QUERY_FIELDS,
+    DmonParser,
     LineSplitter,
+    dmon_command,
     parse_apps,
     parse_gpu_line,
     parse_ps_users,
@@ -90,3 +92,14 @@ def test_processes_get_gpu_index_and_user() -> None:
         (-1, 7, "root", None),
     ]
     assert procs[0].command == "python train.py --lr=0.1,0.2"
+
+
+def test_dmon_rows_from_a_real_h200() -> None:
+    # `nvidia-smi dmon --gpm-metrics 5 -s t -d 1`: GPM has no value on its first tick.
+    parser = DmonParser()
+    rows = [parser.feed(ln) for ln in (FIXTURES / "h200-dmon-gpm.txt").read_text().splitlines()]
+    got = [r for r in rows if r is not None]
+    assert got[0] == (0, {"pcie_rx_bytes_per_second": 0.0, "pcie_tx_bytes_per_second": 0.0})
+    assert got[1][1]["pcie_tx_bytes_per_second"] == 1e6  # 1 MB/s
+    assert got[2][1]["tensor_active"] == 0.0
+    assert dmon_command(0.4)[-2:] == ["-d", "1"]  # dmon's delay is whole seconds
