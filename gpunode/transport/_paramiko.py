@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import logging
 import sys
 from typing import TYPE_CHECKING
 
@@ -27,6 +28,12 @@ else:
             del sys.modules["invoke"]
 
     paramiko = _load()
+
+# paramiko logs its transport thread's failures with their tracebacks ("Exception
+# (client): Error reading SSH protocol banner"); without a handler Python prints them on
+# stderr. gpunode reports each failure itself, as a HostUnreachableError with what to do.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
+logging.getLogger("paramiko").propagate = False
 
 
 def allow_match_exec() -> None:

@@ -42,6 +42,7 @@ from gpunode.transport.hostkeys import (
 from gpunode.transport.relay import Relay, unix_dialer, unix_listener
 from gpunode.transport.secret import Secret
 from gpunode.transport.sshconfig import Endpoint, load_config, resolve
+from gpunode.transport.sshfailure import no_banner
 
 
 def _tcp_keepalive(sock: socket.socket, every: float) -> None:
@@ -214,6 +215,7 @@ class SSHTransport:
         known.add_to(client.get_host_keys(), name)
         client.set_missing_host_key_policy(policy_for(s.host_key_policy, s.known_hosts_file, known))
         ids = list(ep.identity_files or fallback_ids)
+        started = time.monotonic()
         try:
             client.connect(
                 ep.hostname,
@@ -246,10 +248,10 @@ class SSHTransport:
             tr = client.get_transport()
             silent = tr is not None and not tr.remote_version
             client.close()
-            msg = str(exc) or type(exc).__name__
-            if "banner" in msg or silent:
-                msg = f"no SSH banner within {timeout:g}s (the port accepts TCP but is silent)"
-            raise HostUnreachableError(f"ssh to {ep.label} failed: {msg}") from None
+            raise HostUnreachableError(
+                f"ssh to {ep.label} failed: "
+                + no_banner(exc, silent, time.monotonic() - started, timeout)
+            ) from None
         self.connections_opened += 1
         transport = client.get_transport()
         assert transport is not None

@@ -103,6 +103,23 @@ def _revoked_line(stderr: str, files: Sequence[str]) -> str:
     return ""
 
 
+def no_banner(exc: BaseException, silent: bool, elapsed: float, timeout: float) -> str:
+    """paramiko's failure before a login, in words: a port that stayed silent until the
+    timeout, or one that closed the connection at once (it said "Error reading SSH protocol
+    banner" for both)."""
+    msg = str(exc) or type(exc).__name__
+    if "banner" not in msg and not silent:
+        return msg
+    if elapsed < 0.9 * timeout:
+        return (
+            f"the port accepted TCP, then closed the connection after {elapsed:.1f}s without "
+            "an SSH banner: it is not an SSH server, or sshd turned this client away "
+            "(MaxStartups, hosts.deny, fail2ban, a firewall); see sshd's log on the host, "
+            "or `ssh -v` from here"
+        )
+    return f"no SSH banner within {timeout:g}s (the port accepts TCP but is silent)"
+
+
 _JUMP = re.compile(r"Setting implicit ProxyCommand from ProxyJump: (.+)$", re.MULTILINE)
 _PROXY = re.compile(r"Executing proxy command: (exec .+)$", re.MULTILINE)
 _PROXY_CLOSED = ("kex_exchange_identification:", "Connection closed by UNKNOWN")
