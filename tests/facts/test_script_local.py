@@ -174,7 +174,7 @@ def test_compute_apps_are_asked_only_when_a_gpu_has_memory_in_use(
 
 def conda_facts(*prefixes: str) -> Conda:
     res = LocalTransport().run(facts_command((), prefixes))
-    return parse_facts(res.whole_stdout).conda
+    return parse_facts(res.stdout).conda
 
 
 def test_a_conda_prefix_a_user_could_write_is_named_and_not_reported(tmp_path: Path) -> None:
