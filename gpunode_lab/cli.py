@@ -68,10 +68,11 @@ def lab() -> None:
 )
 @click.option(
     "--net",
-    type=click.IntRange(0, 254),
+    type=click.IntRange(0, 255 * 256 + 255),
     default=0,
     show_default=True,
-    help="Hosts get addresses 127.0.NET.11 and up; the repository 127.0.NET.10.",
+    help="Hosts get addresses 127.0.NET.11 and up; the repository 127.0.NET.10 "
+    "(from 256 on, 127.NET/256.NET%256.X).",
 )
 @click.option(
     "--port",

@@ -19,13 +19,19 @@ def state_dir() -> Path:
     return Path(os.environ.get("GPUNODE_LAB_DIR") or DEFAULT_DIR)
 
 
+def net_address(net: int, octet: int) -> str:
+    """Address `octet` of a lab's `--net`: 127.0.NET.X, or 127.(NET // 256).(NET % 256).X from
+    256 on (all of 127/8 is loopback), so parallel test sessions each have networks apart."""
+    return f"127.{net // 256}.{net % 256}.{octet}"
+
+
 @dataclass
 class LabConfig:
     hosts: int
     gpus: int
     model: str
     ubuntu: str
-    net: int = 0  # third octet of the lab's loopback addresses: 127.0.<net>.X
+    net: int = 0  # the lab's loopback /24: 127.<net // 256>.<net % 256>.X (127.0.<net>.X below 256)
     port: int = 22
     sudo_password_env: str | None = None
     mirror: str = "full"  # what the repository serves: full, or lagging behind NVIDIA
@@ -35,11 +41,11 @@ class LabConfig:
     names: list[str] = field(default_factory=list)
 
     def address(self, index: int) -> str:
-        return f"127.0.{self.net}.{FIRST_HOST_OCTET + index}"
+        return net_address(self.net, FIRST_HOST_OCTET + index)
 
     @property
     def repo_address(self) -> str:
-        return f"127.0.{self.net}.{REPO_OCTET}"
+        return net_address(self.net, REPO_OCTET)
 
     def host_address(self, name: str) -> str:
         return self.address(self.names.index(name))

@@ -14,4 +14,10 @@ if command -v vagrant >/dev/null; then  # both machines: plain, and with a GPU p
   vagrant validate >/dev/null
   GPUNODE_GPU_PCI=0000:41:00.0 vagrant validate >/dev/null
 fi
-python -m pytest -q --durations=15 "$@"
+# In parallel: the lab tests mostly wait (ssh, apt, boots), so workers outnumber the cores.
+# Each worker gwK has lab slot 20+K of its own (tests/conftest.py); a file's tests stay on
+# one worker, so a module's lab starts once. GPUNODE_TEST_WORKERS=0 runs serially.
+workers=${GPUNODE_TEST_WORKERS:-4}
+parallel=()
+[[ $workers != 0 ]] && parallel=(-n "$workers" --dist loadfile)
+python -m pytest -q --durations=15 "${parallel[@]}" "$@"

@@ -25,14 +25,27 @@ from gpunode.cli import plugins
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE_INVENTORY = str(REPO / "inventories" / "lab.yaml")  # from any working directory
-# GPUNODE_TEST_SLOT=N gives a second test session on the same machine its own lab
-# directories, loopback networks and ports, so two sessions never share a host.
-SLOT = int(os.environ.get("GPUNODE_TEST_SLOT", "0"))
+
+
+def _slot() -> int:
+    """GPUNODE_TEST_SLOT=N gives a second test session on the same machine its own lab
+    directories, loopback networks, ports and users, so two sessions never share a host.
+    Under pytest-xdist worker gwK takes slot GPUNODE_TEST_XDIST_SLOTS (default 20) + K:
+    parallel workers never share a lab, with each other or with a session in a low slot."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker.startswith("gw"):
+        return int(os.environ.get("GPUNODE_TEST_XDIST_SLOTS", "20")) + int(worker[2:])
+    return int(os.environ.get("GPUNODE_TEST_SLOT", "0"))
+
+
+SLOT = _slot()
 
 
 def slot_net(base: int) -> int:
-    """The third octet of a test lab's addresses, moved aside for other slots."""
-    return base if SLOT == 0 else (base + 101 * SLOT) % 250 + 3
+    """A test lab's `--net` (0-255: 127.0.NET.X), moved to 127.SLOT.NET.X for other slots:
+    every (slot, base) pair has addresses of its own."""
+    assert 0 <= base < 256 and 0 <= SLOT < 256, (base, SLOT)
+    return base + 256 * SLOT
 
 
 def slot_path(path: str) -> Path:
@@ -41,6 +54,18 @@ def slot_path(path: str) -> Path:
 
 TEST_LAB_DIR = slot_path("/var/lib/gpunode-lab-test")
 TEST_LAB_NET = slot_net(1)
+
+
+LAB_FIXTURES = {"lab_hosts", "lab_fresh_host", "tui_lab"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that asks for a lab is a lab test, marked or not: the fast tier
+    (`-m "not lab and not slow"`) never waits for one to start."""
+    for item in items:
+        if LAB_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.lab)
+            item.add_marker(pytest.mark.slow)
 
 
 def until(cond: Any, timeout: float = 30, what: str = "the condition") -> None:

@@ -28,6 +28,7 @@ from bench.compare import report
 from bench.compare.lab import Lab, problems
 from bench.compare.stack import ENV_PATH, declared
 from bench.compare.tools import TOOLS, Target, Tool, ensure_venv
+from gpunode_lab.state import net_address
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = ("cold", "noop", "change")
@@ -87,7 +88,7 @@ class Bench:
         stack_json.write_text(json.dumps(stack, indent=2) + "\n")
         names = list(cfg["names"])
         t = Target(
-            hosts={n: f"127.0.{cfg['net']}.{11 + i}" for i, n in enumerate(names)},
+            hosts={n: net_address(int(cfg["net"]), 11 + i) for i, n in enumerate(names)},
             user="ubuntu",
             port=int(cfg["port"]),
             identity=str(self.lab.dir / "client" / "id_ed25519"),

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from gpunode_lab.state import net_address
 from tests.conftest import TEST_LAB_NET
 
 pytestmark = pytest.mark.lab
@@ -25,7 +26,7 @@ def test_inventory_loads_and_points_at_the_lab(lab_hosts):
         assert host.address == lab_hosts.addresses[name]
         assert host.ssh.host_key_policy == "strict"
         assert Path(host.ssh.identity_file).is_file()
-        assert host.repos.nvidia.startswith(f"http://127.0.{TEST_LAB_NET}.10")
+        assert host.repos.nvidia.startswith(f"http://{net_address(TEST_LAB_NET, 10)}")
         assert host.gpus.model == "H200" and host.gpus.count == 2
     for line in Path(lab_hosts.known_hosts).read_text().splitlines():
         assert line.split()[1] == "ssh-ed25519"

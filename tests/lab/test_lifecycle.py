@@ -15,6 +15,7 @@ import pytest
 from gpunode.views.schemas import validate
 from gpunode_lab import procs
 from gpunode_lab.lifecycle import mounts_under
+from gpunode_lab.state import net_address
 from tests.conftest import gpunode_lab, lab_unavailable, slot_net, slot_path, until
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -109,7 +110,7 @@ def test_sudo_with_a_password(own_lab):
         "BatchMode=yes",
         "-F",
         "/dev/null",
-        f"ubuntu@127.0.{NET}.11",
+        f"ubuntu@{net_address(NET, 11)}",
     ]
     no_pw = subprocess.run([*ssh, "sudo -n true"], capture_output=True, text=True, timeout=30)
     assert no_pw.returncode == 1 and "password is required" in no_pw.stderr

@@ -6,6 +6,7 @@ import subprocess
 
 import pytest
 
+from gpunode_lab.state import net_address
 from tests.conftest import TEST_LAB_NET
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -14,7 +15,7 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow]
 def test_driver_install_from_the_lab_repo_then_reboot(lab_hosts, lab_fresh_host):
     host = lab_fresh_host
     base = lab_hosts.config["repo_url"]
-    assert base.startswith(f"http://127.0.{TEST_LAB_NET}.10")
+    assert base.startswith(f"http://{net_address(TEST_LAB_NET, 10)}")
     keyring = f"{base}/ubuntu2404/x86_64/cuda-keyring_1.1-1_all.deb"
     probe = lab_hosts.run(host, f"wget -q -O /tmp/k.deb {keyring}", check=False)
     if probe.returncode != 0:

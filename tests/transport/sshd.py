@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import pwd
 import secrets
@@ -15,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpunode.inventory.model import SshSettings
+from tests.conftest import SLOT
 
-_SLOT = os.environ.get("GPUNODE_TEST_SLOT", "0")
-_SUFFIX = "" if _SLOT == "0" else _SLOT  # a second test session has its own users
+_SUFFIX = "" if SLOT == 0 else str(SLOT)  # a second test session has its own users
 NOPASS_USER = f"gpunode-t{_SUFFIX}"  # passwordless sudo
 PASS_USER = f"gpunode-p{_SUFFIX}"  # sudo asks for a password
 
@@ -29,12 +30,16 @@ def free_port() -> int:
 
 
 def _ensure_user(name: str, password: str, pubkey: str) -> Path:
-    try:
-        home = Path(pwd.getpwnam(name).pw_dir)
-    except KeyError:
-        subprocess.run(["useradd", "-m", "-s", "/bin/bash", name], check=True)
-        home = Path(pwd.getpwnam(name).pw_dir)
-    subprocess.run(["chpasswd"], input=f"{name}:{password}\n", text=True, check=True)
+    # useradd and chpasswd give up at once while another holds /etc/passwd's lock: parallel
+    # test workers (one slot each) take turns
+    with open("/tmp/gpunode-test-users.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            home = Path(pwd.getpwnam(name).pw_dir)
+        except KeyError:
+            subprocess.run(["useradd", "-m", "-s", "/bin/bash", name], check=True)
+            home = Path(pwd.getpwnam(name).pw_dir)
+        subprocess.run(["chpasswd"], input=f"{name}:{password}\n", text=True, check=True)
     ssh_dir = home / ".ssh"
     ssh_dir.mkdir(mode=0o700, exist_ok=True)
     (ssh_dir / "authorized_keys").write_text(pubkey)
