@@ -184,7 +184,8 @@ class HostRun:
             plan = self._plan(facts, probes, catalog)
         # Probes and files that only the facts could name: a second, rare, round trip, then
         # the plan again (what it walks does not depend on them).
-        missing = [p for p in wanted if p.key not in probes]
+        # a plan that refuses the host already runs no role shell there (an `unless:`)
+        missing = [p for p in wanted if p.key not in probes and not (plan.refused and p.role_shell)]
         unhashed = [f for f in plan.reads if f not in facts.files]
         if missing or unhashed:
             more, found = read_host(self.t, files=unhashed, probes=missing, only_files=True,

@@ -77,3 +77,50 @@ def test_apply_runs_it_only_for_a_host_it_does_not_refuse(tmp_path: Path) -> Non
     plan = plan_host(host, UBUNTU, search=search, probes={key: False})
     (swap,) = [c for c in plan.changes if c.task == "swappiness"]
     assert swap.reason == f"`{UNLESS}` failed"
+
+
+def test_apply_runs_no_role_shell_on_a_host_its_plan_refuses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Refused by the plan itself (a task that cannot be planned), not by the facts alone:
+    apply's read must not run the role's `unless:` on that host either. This machine is read
+    for real (facts, probes), as an Ubuntu host whatever it runs."""
+    from gpunode.events import Bus
+    from gpunode.execute import host as hostrun
+    from gpunode.execute.host import HostRun, Options
+    from gpunode.transport.local import LocalTransport
+
+    real = hostrun.read_host
+
+    def as_ubuntu(*args: Any, **kwargs: Any) -> Any:
+        facts, probes = real(*args, **kwargs)
+        facts.os = UBUNTU.os
+        return facts, probes
+
+    monkeypatch.setattr(hostrun, "read_host", as_ubuntu)
+
+    marker = tmp_path / "unless-ran"
+    role = tmp_path / "roles" / "site"
+    role.mkdir(parents=True)
+    (role / "tasks.yaml").write_text(
+        "- name: guarded\n  op: command\n  cmd: \"true\"\n"
+        f"  unless: touch {marker}\n"
+        "- name: cannot be planned\n  op: apt_packages\n  packages: [x11-apps]\n"
+        "  never: [x11-apps]\n"
+    )
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text("hosts:\n  me: {connection: local, stack: {roles: [site]}}\n")
+    load_role.cache_clear()
+    host, search = load(inv).hosts["me"], search_path(inv)
+    run = HostRun(LocalTransport(), host, Bus(), Options(search=search))
+    _, plan = run.read(apply=True)
+    assert plan.refused is not None and "listed under never" in plan.refused
+    assert not marker.exists(), "the role's unless: ran on a refused host"
+    # the same role on a host it does not refuse: the check runs (the test can fail)
+    (role / "tasks.yaml").write_text(
+        f"- name: guarded\n  op: command\n  cmd: \"true\"\n  unless: touch {marker}\n"
+    )
+    load_role.cache_clear()
+    run = HostRun(LocalTransport(), load(inv).hosts["me"], Bus(), Options(search=search))
+    run.read(apply=True)
+    assert marker.exists()
