@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from gpunode.facts.model import HostFacts, OsRelease
 from gpunode.inventory import Host, load
@@ -103,7 +106,7 @@ def test_apply_runs_no_role_shell_on_a_host_its_plan_refuses(
     role = tmp_path / "roles" / "site"
     role.mkdir(parents=True)
     (role / "tasks.yaml").write_text(
-        "- name: guarded\n  op: command\n  cmd: \"true\"\n"
+        '- name: guarded\n  op: command\n  cmd: "true"\n'
         f"  unless: touch {marker}\n"
         "- name: cannot be planned\n  op: apt_packages\n  packages: [x11-apps]\n"
         "  never: [x11-apps]\n"
@@ -118,7 +121,7 @@ def test_apply_runs_no_role_shell_on_a_host_its_plan_refuses(
     assert not marker.exists(), "the role's unless: ran on a refused host"
     # the same role on a host it does not refuse: the check runs (the test can fail)
     (role / "tasks.yaml").write_text(
-        f"- name: guarded\n  op: command\n  cmd: \"true\"\n  unless: touch {marker}\n"
+        f'- name: guarded\n  op: command\n  cmd: "true"\n  unless: touch {marker}\n'
     )
     load_role.cache_clear()
     run = HostRun(LocalTransport(), load(inv).hosts["me"], Bus(), Options(search=search))
