@@ -8,8 +8,6 @@ than hanging the run. Agent forwarding is never requested.
 from __future__ import annotations
 
 import contextlib
-import os
-import secrets
 import select
 import shlex
 import socket
@@ -41,7 +39,7 @@ from gpunode.transport.hostkeys import (
 )
 from gpunode.transport.relay import Relay, unix_dialer, unix_listener
 from gpunode.transport.secret import Secret
-from gpunode.transport.sshconfig import Endpoint, load_config, resolve
+from gpunode.transport.sshconfig import Endpoint, load_config, resolve, unread
 from gpunode.transport.sshfailure import no_banner
 
 
@@ -142,10 +140,28 @@ class SSHTransport:
             self.endpoint = ep
             try:
                 self._clients.append(self._open(ep, ep.identity_files))
+            except HostKeyChangedError:
+                self._close_clients()
+                raise
+            except HostUnreachableError as exc:
+                self._close_clients()
+                raise self._unread_hint(exc) from None
             except BaseException:
                 self._close_clients()
                 raise
             self.connect_seconds = time.monotonic() - start
+
+    def _unread_hint(self, exc: HostUnreachableError) -> HostUnreachableError:
+        """The failure, and what the ssh config says that this transport did not read: a
+        host defined by an Include, reached through a ProxyCommand or trusted by a
+        certificate fails here and works with the system's ssh."""
+        said = unread(self.settings.config_file)
+        if not said:
+            return exc
+        return type(exc)(
+            f"{exc}; the ssh config {self.settings.config_file} uses {', '.join(said)}, "
+            "which the paramiko transport does not read: set ssh.transport: openssh"
+        )
 
     def _active(self) -> bool:
         t = self._clients[-1].get_transport()
@@ -334,38 +350,6 @@ class SSHTransport:
             self.channels_opened += 1
             self._sftp = client
         return self._sftp
-
-    def put(self, data: bytes, path: str, *, mode: int = 0o644, sudo: bool = False) -> None:
-        sftp = self._sftp_client()
-        tag = secrets.token_hex(6)
-        if sudo:
-            tmp = f"/tmp/.gpunode-put-{tag}"
-            self._sftp_write(sftp, tmp, data, 0o600)
-            new = f"{path}.gpunode-{tag}"
-            script = (
-                f"install -m {mode:o} {shlex.quote(tmp)} {shlex.quote(new)} && "
-                f"mv -f {shlex.quote(new)} {shlex.quote(path)}; rc=$?; "
-                f"rm -f {shlex.quote(tmp)}; exit $rc"
-            )
-            res = self.run(script, sudo=True)
-            if not res.ok:
-                self.run(["rm", "-f", tmp])
-                raise TransportError(f"cannot write {path} on {self.name}: {res.stderr.strip()}")
-            return
-        tmp = f"{os.path.dirname(path) or '.'}/.gpunode-{tag}"
-        try:
-            self._sftp_write(sftp, tmp, data, mode)
-            sftp.posix_rename(tmp, path)  # atomic replace
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                sftp.remove(tmp)
-            raise TransportError(f"cannot write {path} on {self.name}: {exc}") from None
-
-    @staticmethod
-    def _sftp_write(sftp: paramiko.SFTPClient, path: str, data: bytes, mode: int) -> None:
-        with sftp.open(path, "wb") as fh:
-            fh.chmod(mode)
-            fh.write(data)
 
     def get(self, path: str, *, sudo: bool = False) -> bytes:
         if sudo:

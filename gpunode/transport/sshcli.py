@@ -11,9 +11,22 @@ from __future__ import annotations
 
 import math
 import os
+import pwd
 from dataclasses import dataclass
 
 from gpunode.inventory.model import SshSettings
+
+
+def home_path(path: str) -> str:
+    """`~` as OpenSSH expands it: the login's home from the password database, not $HOME
+    (which `sudo -E` keeps), so both transports read one ssh config."""
+    if path == "~" or path.startswith("~/"):
+        try:
+            return pwd.getpwuid(os.getuid()).pw_dir + path[1:]
+        except KeyError:  # a uid without a passwd entry: $HOME is all there is
+            pass
+    return os.path.expanduser(path)
+
 
 CONTROL_PERSIST = 600
 """Seconds an idle master stays up: close() stops it at once; this bounds what a killed
@@ -43,8 +56,8 @@ class SshCommand:
             return []
         if s.config_file is None:
             return ["-F", "/dev/null"]
-        full = os.path.expanduser(s.config_file)
-        if full == os.path.expanduser(DEFAULT_CONFIG):
+        full = home_path(s.config_file)  # as paramiko's transport reads it: one file for both
+        if full == home_path(DEFAULT_CONFIG):
             return []
         return ["-F", full]
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from gpunode.inventory import sshcommands
 from gpunode.inventory.model import SshSettings
 from gpunode.transport._paramiko import allow_match_exec, paramiko
+from gpunode.transport.sshcli import home_path
 
 
 @dataclass(frozen=True)
@@ -29,10 +31,47 @@ class Endpoint:
         return f"{self.user}@{self.hostname}:{self.port}"
 
 
+# What an ssh config may say that the paramiko transport does not read (it reads HostName,
+# User, Port, IdentityFile, ProxyJump and Match); the system's ssh reads them all.
+_UNREAD = {
+    k.lower(): k
+    for k in ("Include", "ProxyCommand", "CertificateFile", "UserKnownHostsFile",
+              "GlobalKnownHostsFile", "KnownHostsCommand", "HostKeyAlias")
+}  # fmt: skip
+_MATCH_READ = {"all", "canonical", "final", "exec", "host", "originalhost", "user", "localuser"}
+
+
+def unread(path: str | None) -> list[str]:
+    """The keywords of the ssh config at `path` that the paramiko transport ignores, each
+    once ("Match localnetwork" for a Match criterion it does not know)."""
+    if not path:
+        return []
+    try:
+        text = Path(home_path(path)).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    found: list[str] = []
+    for line in text.splitlines():
+        words = line.replace("=", " ").split()
+        if not words or words[0].startswith("#"):
+            continue
+        key = words[0].lower()
+        said = _UNREAD.get(key)
+        if key == "match":
+            odd = [w for w in words[1:] if w.lower() in _MATCH_CRITERIA - _MATCH_READ]
+            said = f"Match {odd[0].lower()}" if odd else None
+        if said and said not in found:
+            found.append(said)
+    return found
+
+
+_MATCH_CRITERIA = _MATCH_READ | {"localnetwork", "tagged", "version", "sessiontype", "command"}
+
+
 def load_config(path: str | None) -> paramiko.SSHConfig | None:
     if not path:
         return None
-    full = os.path.expanduser(path)
+    full = home_path(path)
     if not os.path.exists(full):
         return None
     # checked again where paramiko would run a `Match exec` of a file the inventory named
