@@ -90,6 +90,12 @@ def lab() -> None:
     "(without the newest driver releases, cuDNN and NCCL builds), or one caught mid-sync "
     "(the newest 570 and 580 metapackages without their DKMS packages).",
 )
+@click.option(
+    "--slurm",
+    is_flag=True,
+    help="Run Slurm over the hosts: munged and slurmctld here, munged and slurmd on each host "
+    "(Debian's packages); `gpunode lab inventory` then names the controller.",
+)
 def up(
     n_hosts: int,
     gpus: int,
@@ -99,6 +105,7 @@ def up(
     net: int,
     port: int,
     mirror: str,
+    slurm: bool,
 ) -> None:
     """Start N hosts (or keep a running lab of the same shape)."""
     _require_root()
@@ -113,6 +120,7 @@ def up(
         port=port,
         sudo_password_env=sudo_password_env,
         mirror=mirror,
+        slurm=slurm,
     )
     try:
         lifecycle.up(_paths(), want, say=lambda m: click.echo(m, err=True))

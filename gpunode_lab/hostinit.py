@@ -37,6 +37,7 @@ DISK_FULL_OFF_SH = "umount /var/cache/apt/archives"
 
 EFI_GUID = "8be4df61-93ca-11d2-aa0d-00e098032b8c"
 PERSISTENCED = "/usr/bin/nvidia-persistenced"
+DEV_DIR = "/run/gpunode-lab-dev"  # the GPUs' device stand-ins (gpunode_lab/slurm.py)
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -255,6 +256,11 @@ def build_root(spec: dict[str, Any]) -> None:
         for name in ("nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm"):
             write(f"{mods}/{name}/initstate", "live\n", 0o444)
         write(f"{drv}/nvidia/version", nvrm_line(state["version"], state["flavor"]), 0o444)
+        # the GPUs' device files, as the loaded module makes them (the lab's /dev is the
+        # machine's, so stand-ins elsewhere: Slurm's gres.conf names them)
+        gpus = [d for d in spec["pci"] if d["class"].startswith("0x03")]
+        for i in range(len(gpus)):
+            write(f"{m}{DEV_DIR}/nvidia{i}", "", 0o666)
     if nouveau:
         write(f"{mods}/nouveau/initstate", "live\n", 0o444)
 

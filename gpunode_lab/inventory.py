@@ -97,6 +97,9 @@ def render(paths: LabPaths, cfg: LabConfig, conda: bool = False) -> str:
         ]
     else:
         lines += ["    smoke: [nvidia-smi]"]
+    if cfg.slurm:  # the controller is this machine: scontrol reads the lab's slurm.conf
+        conf = paths.root / "slurm" / "slurm.conf"
+        lines += [f"  slurm: {{controller: local, conf: {_q(str(conf))}}}"]
     lines += [
         "groups:",
         "  lab:",

@@ -143,6 +143,13 @@ def up(
     )
     pub = _client_key(paths)
     build_base(paths, cfg, pub, password_hash)
+    if cfg.slurm:
+        from gpunode_lab import slurm
+
+        try:
+            slurm.prepare(paths, cfg)
+        except slurm.SlurmError as exc:
+            raise LabError(str(exc)) from None
     known = []
     for name in cfg.names:
         hp = paths.host(name)
@@ -171,8 +178,22 @@ def up(
             env=_same_gpunode_env(),
         )
     wait_ready(paths, cfg, say)
+    if cfg.slurm:
+        _start_slurm(paths, cfg, say)
     say(f"{cfg.hosts} hosts up in {time.monotonic() - t0:.1f}s")
     return cfg
+
+
+def _start_slurm(paths: LabPaths, cfg: LabConfig, say: Say) -> None:
+    from gpunode_lab import slurm
+
+    say("starting munged and slurmctld ...")
+    try:
+        slurm.start_controller(paths, cfg)
+        slurm.wait_controller(paths)
+    except (slurm.SlurmError, subprocess.CalledProcessError) as exc:
+        raise LabError(f"Slurm: {exc}") from None
+    say(f"Slurm up: export SLURM_CONF={slurm.conf_path(paths)}")
 
 
 def _same_gpunode_env() -> dict[str, str]:
@@ -219,6 +240,11 @@ def _pid_alive(pid: int) -> bool:
 
 
 def down(paths: LabPaths, say: Say = _quiet) -> None:
+    cfg = paths.load_config()
+    if cfg is not None and cfg.slurm:
+        from gpunode_lab import slurm
+
+        slurm.stop_controller(paths, cfg)
     if control.alive(paths):
         with contextlib.suppress(control.SupervisorGone):
             control.request(paths, "shutdown", timeout=30)

@@ -372,6 +372,11 @@ load() {
         printf "$fmt" "$v" > /proc/driver/nvidia/version
         printf '{"loaded": true, "version": "%s", "flavor": "%s", "kernel": "%s"}
 '             "$v" "$f" "$k" > "$state"
+        # the GPUs' device stand-ins, as the boot writes them (gpunode_lab/slurm.py)
+        n=0; for c in /sys/bus/pci/devices/*/class; do
+            case "$(cat "$c")" in 0x03*) mkdir -p /run/gpunode-lab-dev
+                : > "/run/gpunode-lab-dev/nvidia$n"; n=$((n + 1)) ;; esac
+        done
     fi
     mkdir -p "/sys/module/$1" && echo live > "/sys/module/$1/initstate"
 }
@@ -382,7 +387,7 @@ unload() {
     if in_use "$1"; then echo "modprobe: FATAL: Module $1 is in use." >&2; return 1; fi
     rm -rf "/sys/module/$1"
     if [ "$1" = nvidia ]; then
-        rm -rf /proc/driver/nvidia
+        rm -rf /proc/driver/nvidia /run/gpunode-lab-dev
         printf '{"loaded": false, "version": null, "flavor": null, "kernel": "%s"}
 ' "$k"             > "$state"
     fi

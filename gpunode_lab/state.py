@@ -35,6 +35,7 @@ class LabConfig:
     port: int = 22
     sudo_password_env: str | None = None
     mirror: str = "full"  # what the repository serves: full, or lagging behind NVIDIA
+    slurm: bool = False  # munge, slurmctld and a slurmd per host (gpunode_lab/slurm.py)
     repo_port: int = 80
     repo_url: str = ""
     repo_dir: str = ""
@@ -51,7 +52,17 @@ class LabConfig:
         return self.address(self.names.index(name))
 
     def same_shape(self, other: LabConfig) -> bool:
-        keys = ("hosts", "gpus", "model", "ubuntu", "net", "port", "sudo_password_env", "mirror")
+        keys = (
+            "hosts",
+            "gpus",
+            "model",
+            "ubuntu",
+            "net",
+            "port",
+            "sudo_password_env",
+            "mirror",
+            "slurm",
+        )
         return all(getattr(self, k) == getattr(other, k) for k in keys)
 
     def to_json(self) -> str:

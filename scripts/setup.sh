@@ -22,9 +22,10 @@ packages=(openssh-server openssh-client sudo iproute2 gnupg dpkg-dev apt-utils t
           ca-certificates python3 python3-venv)
 # For the tests: prometheus (the exporter's tests start its binary on loopback themselves;
 # the package's own service is stopped and disabled below), a C compiler (the lab builds its
-# libcuda stand-in with it).
+# libcuda stand-in with it), Slurm and munge (`gpunode lab up --slurm` runs its own daemons;
+# the packages' services are stopped and disabled below).
 [[ $dev == 1 ]] && packages+=(ruby librsvg2-bin vagrant vagrant-libvirt debootstrap prometheus
-                              gcc libc6-dev)
+                              gcc libc6-dev slurmctld slurmd munge slurm-client)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -40,6 +41,17 @@ if [[ " ${missing[*]} " == *" prometheus "* ]]; then
   else
     service prometheus stop >/dev/null 2>&1 || true
     update-rc.d prometheus disable >/dev/null 2>&1 || true
+  fi
+fi
+if [[ " ${missing[*]} " =~ " "(slurmctld|slurmd|munge)" " ]]; then
+  # A node's and a controller's daemons, and munge's: the lab starts its own, per lab.
+  if [[ -d /run/systemd/system ]]; then
+    systemctl disable --now slurmctld slurmd munge >/dev/null 2>&1 || true
+  else
+    for s in slurmctld slurmd munge; do
+      service "$s" stop >/dev/null 2>&1 || true
+      update-rc.d "$s" disable >/dev/null 2>&1 || true
+    done
   fi
 fi
 [[ -x scripts/setup-lab-deps.sh ]] && scripts/setup-lab-deps.sh
