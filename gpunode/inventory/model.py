@@ -610,6 +610,9 @@ class Stack(Strict):
     """NVIDIA's container toolkit for docker/containerd; none: not managed."""
     roles: list[Name] = Field(default_factory=list)
     """Extra roles (built-in or from the inventory's own roles/ folder), run after the stack."""
+    replace_builtin_roles: list[Name] = Field(default_factory=list)
+    """Built-in roles that a folder of the same name in the inventory's roles/ replaces
+    (`gpunode check` warns about each); without it, such a folder is not used."""
     vars: dict[str, str | int | float | bool | list[str]] = Field(default_factory=dict)
     """Variables for the extra roles' templates."""
 

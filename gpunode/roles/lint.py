@@ -4,28 +4,42 @@ known once rendered with facts: their names are checked, not their values."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from gpunode.roles.loader import Role, RoleError, Task, find_role
+from gpunode.roles.loader import Role, RoleError, Task, find_role, shadowing
 from gpunode.roles.ops import OPERATIONS
 
 
-def role_problems(names: Iterable[str], search: tuple[Path, ...]) -> list[str]:
+def role_problems(
+    names: Iterable[str], search: tuple[Path, ...], replace: Collection[str] = ()
+) -> list[str]:
     """One message per problem, `file:line:column: ...` where the file says where."""
     problems: list[str] = []
     for name in dict.fromkeys(names):
         try:
-            role = find_role(name, search)
+            role = find_role(name, search, replace)
         except RoleError as exc:
             problems.append(str(exc))
             continue
         for task in role.tasks:
             problems += task_problems(role, task)
     return problems
+
+
+def shadow_warnings(search: tuple[Path, ...], replace: Collection[str]) -> list[str]:
+    """What `check` says of each site role folder with a built-in role's name."""
+    return [
+        f"{folder} replaces the built-in role {folder.name} (stack.replace_builtin_roles)"
+        if folder.name in replace
+        else f"{folder} has a built-in role's name and is not used (the built-in "
+        f"{folder.name} is): to replace it, add {folder.name} to stack.replace_builtin_roles, "
+        "or rename the folder"
+        for folder in shadowing(search)
+    ]
 
 
 def task_problems(role: Role, task: Task) -> list[str]:

@@ -2,11 +2,14 @@
 
 A role is data. Built-in roles ship in the top-level roles/ folder (installed as
 gpunode/_builtin_roles); an inventory may bring its own in a roles/ folder next
-to it, which wins over a built-in of the same name.
+to it. One with a built-in role's name replaces it only when the inventory says so
+(`stack.replace_builtin_roles`): a folder dropped beside an inventory cannot silently
+become, say, the repository role that installs the keyring every package is trusted by.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,15 +65,32 @@ def search_path(inventory_file: str | Path | None) -> tuple[Path, ...]:
     return tuple(dirs)
 
 
-def find_role(name: str, search: tuple[Path, ...]) -> Role:
+def find_role(name: str, search: tuple[Path, ...], replace: Collection[str] = ()) -> Role:
+    """The role `name` from the first folder of `search` that has it; a built-in role's
+    name from another folder only if `replace` names it."""
+    builtin = builtin_roles_dir()
     for base in search:
         if (base / name / "tasks.yaml").is_file():
+            if base != builtin and name not in replace and (builtin / name).is_dir():
+                continue
             return load_role(base / name)
     looked = ", ".join(str(d) for d in search)
     raise RoleError(
         f"role {name!r} not found (looked in {looked}): create {search[0]}/{name}/tasks.yaml "
         "or remove it from stack.roles"
     )
+
+
+def shadowing(search: tuple[Path, ...]) -> list[Path]:
+    """The folders of `search`'s site roles/ that have a built-in role's name."""
+    builtin = builtin_roles_dir()
+    return [
+        base / p.name
+        for base in search
+        if base != builtin
+        for p in sorted(base.iterdir())
+        if (p / "tasks.yaml").is_file() and (builtin / p.name / "tasks.yaml").is_file()
+    ]
 
 
 @once

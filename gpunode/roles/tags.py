@@ -20,7 +20,7 @@ def role_tags(hosts: Iterable[Host], search: tuple[Path, ...]) -> dict[str, tupl
             if name in out:
                 continue
             try:
-                tasks = find_role(name, search).tasks
+                tasks = find_role(name, search, host.stack.replace_builtin_roles).tasks
             except RoleError:
                 tasks = ()
             out[name] = tuple(dict.fromkeys([name, *(t for task in tasks for t in task.tags)]))

@@ -93,7 +93,7 @@ def walk(
     for name in builtin_roles(host):
         if only is not None and name not in only:
             continue
-        role = find_role(name, search)
+        role = find_role(name, search, host.stack.replace_builtin_roles)
         # The inventory's variables stay under `vars`: they never replace a role's defaults
         # (a built-in role's versions, paths and package names are its own).
         ctx = dict(base)
