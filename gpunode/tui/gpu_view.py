@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
@@ -22,7 +23,7 @@ from gpunode.monitor.board import Board, HostView
 from gpunode.monitor.model import GpuSample, LinkStatus
 from gpunode.tui.filtering import matches
 from gpunode.tui.fmt import gib, inert, mark, num, pct, sparkline
-from gpunode.tui.tablesync import Cell, TableSync
+from gpunode.tui.tablesync import SCROLLBAR, Cell, TableSync
 
 SPARK_W = 20
 SortValue = float | str
@@ -31,34 +32,35 @@ SortValue = float | str
 @dataclass(frozen=True)
 class Col:
     label: str
-    width: int
+    width: int  # 0: the room the others leave (tablesync)
     key: str  # sort key name
+    priority: int = 1  # 0: always shown; then 1, 2... while they fit (tablesync.fit)
 
 
 LAB_COLS = (
-    Col("", 1, "link"),
-    Col("host", 16, "host"),
-    Col("GPUs", 14, "gpus"),
-    Col("driver", 10, "driver"),
+    Col("", 1, "link", 0),
+    Col("host", 16, "host", 0),
+    Col("GPUs", 14, "gpus", 2),
+    Col("driver", 10, "driver", 3),
     Col("util%", 5, "util"),
-    Col("util history", SPARK_W, "util"),
-    Col("mem GiB used/total", 18, "mem"),
+    Col("util history", SPARK_W, "util", 4),
+    Col("mem GiB used/total", 18, "mem", 3),
     Col("mem%", 4, "mem"),
     Col("max°C", 5, "temp"),
     Col("power W", 11, "power"),
-    Col("state", 44, "link"),
+    Col("state", 0, "link", 0),
 )
 HOST_COLS = (
-    Col("", 1, "link"),
-    Col("GPU", 3, "gpu"),
-    Col("name", 14, "name"),
+    Col("", 1, "link", 0),
+    Col("GPU", 3, "gpu", 0),
+    Col("name", 14, "name", 2),
     Col("util%", 5, "util"),
-    Col("util history", SPARK_W, "util"),
-    Col("mem GiB used/total", 18, "mem"),
+    Col("util history", SPARK_W, "util", 4),
+    Col("mem GiB used/total", 18, "mem", 3),
     Col("mem%", 4, "mem"),
     Col("°C", 3, "temp"),
     Col("power W", 11, "power"),
-    Col("SM MHz", 6, "clock"),
+    Col("SM MHz", 6, "clock", 2),
 )
 PROC_COLS = (("GPU", 3), ("pid", 8), ("user", 12), ("mem MiB", 8), ("command", 60))
 LINK_ORDER = {"unreadable": 0, "down": 0, "stale": 1, "connecting": 2, "live": 3}
@@ -266,7 +268,10 @@ class GpuView(Vertical):
 
     def _build_columns(self) -> None:
         self._table.clear(columns=True)
-        self._sync = TableSync(self._table, [(c.label, c.width) for c in self.cols])
+        self._sync = TableSync(
+            self._table, [(c.label, c.width, c.priority) for c in self.cols], pinned=2
+        )
+        self._sync.fit(self.size.width - SCROLLBAR)
         host_mode = self.mode == "host"
         self._procs.table.display = host_mode
         self._proc_head.display = host_mode
@@ -423,7 +428,7 @@ class GpuView(Vertical):
         if event.data_table.id != "gpu-table":
             return
         event.stop()
-        self._set_sort(self.cols[event.column_index].key, flip_if_same=True)
+        self._set_sort(self.cols[self._sync.shown[event.column_index]].key, flip_if_same=True)
 
     def sort_key(self) -> tuple[str, bool]:
         return self.sort[self.mode], self.reverse[self.mode]
@@ -432,7 +437,10 @@ class GpuView(Vertical):
         """Row ids in display order (hosts, or GPU indexes): for tests and tools."""
         return list(self._sync.ids) if self.board is not None else []
 
+    def on_resize(self, event: events.Resize) -> None:
+        if hasattr(self, "_sync"):  # columns by priority: the host and its state always
+            self._sync.fit(event.size.width - SCROLLBAR)
+
     def cell_text(self, row_id: str, col: int) -> str:
-        pos = self._sync.ids.index(row_id)
-        value: Any = self._table.get_cell(f"r{pos}", f"c{col}")
+        value: Any = self._sync.cell(row_id, col)
         return value.plain if isinstance(value, Text) else str(value)

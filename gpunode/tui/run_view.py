@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Log, Static
@@ -15,18 +16,19 @@ from gpunode.safetext import printable
 from gpunode.tui.filtering import matches
 from gpunode.tui.fmt import bar, elapsed, inert, mark
 from gpunode.tui.runstate import HostRun, RunState, Step
-from gpunode.tui.tablesync import Cell, TableSync
+from gpunode.tui.tablesync import SCROLLBAR, Cell, TableSync
 
+# (label, width, priority): host and status always; then the counts, progress, the step.
 COLUMNS = (
-    ("", 1),
-    ("host", 16),
-    ("status", 11),
-    ("step", 34),
-    ("progress", 18),
-    ("ok", 3),
-    ("chg", 3),
-    ("fail", 4),
-    ("time", 6),
+    ("", 1, 0),
+    ("host", 16, 0),
+    ("status", 11, 0),
+    ("step", 34, 3),
+    ("progress", 18, 2),
+    ("ok", 3, 1),
+    ("chg", 3, 1),
+    ("fail", 4, 1),
+    ("time", 6, 1),
 )
 
 
@@ -134,7 +136,8 @@ class RunView(Vertical):
 
     def on_mount(self) -> None:
         self._table: DataTable[Any] = self.query_one("#run-table", DataTable)
-        self._sync = TableSync(self._table, COLUMNS)
+        self._sync = TableSync(self._table, COLUMNS, pinned=2)
+        self._sync.fit(self.size.width - SCROLLBAR)
         self._output = self.query_one("#run-output", Log)
         # Held, not looked up per event: a timer may still fire while the screen is torn down.
         self._head = self.query_one("#run-head", Static)
@@ -228,6 +231,10 @@ class RunView(Vertical):
         plan.update(plan_text(h))
         self.sync_output()
 
+    def on_resize(self, event: events.Resize) -> None:
+        if hasattr(self, "_sync"):  # columns by priority: the host and its state always
+            self._sync.fit(event.size.width - SCROLLBAR)
+
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.data_table.id == "run-table":
             self._select(self._sync.current_id())
@@ -240,5 +247,5 @@ class RunView(Vertical):
         return list(self._sync.ids)
 
     def cell_text(self, host: str, col: int) -> str:
-        value: Any = self._table.get_cell(f"r{self._sync.ids.index(host)}", f"c{col}")
+        value: Any = self._sync.cell(host, col)
         return value.plain if isinstance(value, Text) else str(value)

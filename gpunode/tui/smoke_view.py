@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
@@ -13,18 +14,21 @@ from gpunode.events import DoctorFinding, SmokeCheck
 from gpunode.tui.filtering import matches
 from gpunode.tui.fmt import inert, mark
 from gpunode.tui.runstate import RunState
-from gpunode.tui.tablesync import Cell, TableSync
+from gpunode.tui.tablesync import SCROLLBAR, Cell, TableSync
 
+# (label, width, priority): host, test and status always; the reason takes the room the
+# others leave (and the line under the table has the selected row's whole reason).
 COLUMNS = (
-    ("", 1),
-    ("host", 16),
-    ("test", 20),
-    ("status", 6),
-    ("measured", 16),
-    ("expected", 16),
-    ("time", 6),
-    ("reason", 60),
+    ("", 1, 0),
+    ("host", 16, 0),
+    ("test", 20, 0),
+    ("status", 6, 0),
+    ("measured", 16, 2),
+    ("expected", 16, 3),
+    ("time", 6, 2),
+    ("reason", 0, 0),
 )
+REASON = 7
 
 
 def _value(v: Any, unit: str) -> str:
@@ -91,12 +95,35 @@ class SmokeView(Vertical):
     def compose(self) -> ComposeResult:
         yield Static(id="smoke-head")
         yield DataTable(id="smoke-table", cursor_type="row", zebra_stripes=True)
+        yield Static(id="smoke-detail")
 
     def on_mount(self) -> None:
         self._table: DataTable[Any] = self.query_one("#smoke-table", DataTable)
         self._head = self.query_one("#smoke-head", Static)
-        self._sync = TableSync(self._table, COLUMNS)
+        self._detail = self.query_one("#smoke-detail", Static)
+        self._sync = TableSync(self._table, COLUMNS, pinned=2)
+        self._sync.fit(self.size.width - SCROLLBAR)
         self.rebuild()
+
+    def on_resize(self, event: events.Resize) -> None:
+        if hasattr(self, "_sync"):  # columns by priority: the host and its state always
+            self._sync.fit(event.size.width - SCROLLBAR)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id == "smoke-table":
+            self._show_detail()
+
+    def _show_detail(self) -> None:
+        """The selected row's whole reason, wrapped: a narrow table cuts its column."""
+        row = self._sync.current_id()
+        if row is None:
+            self._detail.update("")
+            return
+        host, test, reason = (self._sync.cell(row, i) for i in (1, 2, REASON))
+        text = Text()
+        text.append(str(host), "bold").append(" · ").append(str(test)).append(": ")
+        text.append_text(reason if isinstance(reason, Text) else Text(str(reason)))
+        self._detail.update(inert(text))
 
     def rebuild(self) -> None:
         rows: list[tuple[str, list[Cell]]] = []
@@ -114,6 +141,7 @@ class SmokeView(Vertical):
                 rows.append((f"{h.name}/unreachable", unreachable_cells(h.name, h.message)))
                 counts["unreachable"] = counts.get("unreachable", 0) + 1
         self._sync.sync(rows)
+        self._show_detail()
         head = Text()
         head.append("Smoke tests", "bold")
         for s, n in sorted(counts.items()):
@@ -132,5 +160,5 @@ class SmokeView(Vertical):
         return list(self._sync.ids)
 
     def cell_text(self, row_id: str, col: int) -> str:
-        value: Any = self._table.get_cell(f"r{self._sync.ids.index(row_id)}", f"c{col}")
+        value: Any = self._sync.cell(row_id, col)
         return value.plain if isinstance(value, Text) else str(value)
