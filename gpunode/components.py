@@ -25,14 +25,26 @@ class Component(NamedTuple):
     field: str
     """The key under `stack:` (inventory/model.py `Stack`)."""
     spec: str
-    """Its model: the class in inventory/model.py, or `PackageSpec` (a version spec alone)."""
+    """Its model: the class in inventory/model.py."""
     role: str
     """The built-in role (roles/<role>/) that installs it."""
+    title: str = ""
+    """What messages call it."""
+    versioned: str = ""
+    """Where the inventory writes its version, under `stack:` (`cudnn`: a spec alone is
+    short for `{version: ...}`; `containers.version`)."""
     packages: tuple[str, ...] = ()
     """What its packages are called: `{major}` is the default toolkit's CUDA major; `rules:`
     names a naming rule of gpunode/compat/rules.yaml (the name depends on the version)."""
     per_cuda_major: bool = False
     """Its builds are made per CUDA major (`+cuda12.8`, `-cuda12`): the default toolkit's."""
+    builds: str = "fit"
+    """Which `+cudaX.Y` builds are the toolkit's: `fit` (the toolkit's major, not newer than
+    it; an unmarked version fits any) or `major` (the newest release built for the toolkit's
+    major, preferring a build not newer than the toolkit)."""
+    named_by_major: bool = False
+    """Its package names carry its own major (libcudnn9-cuda-12): a refusal also advises
+    the major alone."""
     repository: str | None = None
     """The repository it comes from: `nvidia` (repos.nvidia, NVIDIA's CUDA repository),
     `nvidia_container` (repos.nvidia_container); none: not from a repository gpunode adds.
@@ -80,14 +92,14 @@ COMPONENTS: tuple[Component, ...] = (
         dpkg=("cuda*", "libcuda*"),
     ),
     Component(
-        "cudnn", "PackageSpec", "cudnn",
-        packages=("rules:cudnn",),
+        "cudnn", "Package", "cudnn", "cuDNN", "cudnn",
+        packages=("rules:cudnn",), named_by_major=True,
         per_cuda_major=True, repository="nvidia", policy="package", hold=True,
         facts=("packages", "cudnn_version"),
         dpkg=("libcudnn*",),
     ),
     Component(
-        "nccl", "PackageSpec", "nccl",
+        "nccl", "Package", "nccl", "NCCL", "nccl",
         packages=("libnccl2", "libnccl-dev"),
         per_cuda_major=True, repository="nvidia", policy="package", hold=True,
         smoke=("nccl-allreduce",),
@@ -95,8 +107,8 @@ COMPONENTS: tuple[Component, ...] = (
         dpkg=("libnccl*",),
     ),
     Component(
-        "tensorrt", "TensorRT", "tensorrt",
-        packages=("rules:tensorrt",),
+        "tensorrt", "TensorRT", "tensorrt", "TensorRT", "tensorrt",
+        packages=("rules:tensorrt",), builds="major",
         per_cuda_major=True, repository="nvidia", policy="package", hold=True,
         smoke=("tensorrt",),
         facts=("packages",),
@@ -109,7 +121,8 @@ COMPONENTS: tuple[Component, ...] = (
         facts=("conda",),
     ),
     Component(
-        "containers", "Containers", "container_toolkit",
+        "containers", "Containers", "container_toolkit", "NVIDIA Container Toolkit",
+        "containers.version",
         packages=("nvidia-container-toolkit", "nvidia-container-toolkit-base",
                   "libnvidia-container-tools", "libnvidia-container1"),
         repository="nvidia_container", policy="package", hold=True,
@@ -118,10 +131,30 @@ COMPONENTS: tuple[Component, ...] = (
     ),
 )  # fmt: skip
 
-PRELUDE = ("unattended_upgrades", "nvidia_repo")
-"""The roles before every component: while any component from NVIDIA's repository is
-declared, unattended upgrades are held back first, then the repository is added (where
-repos.nvidia is set)."""
+PRELUDE = ("unattended_upgrades",)
+"""The roles before every component while any component from NVIDIA's repository is
+declared: unattended upgrades are held back first."""
+
+
+class Repository(NamedTuple):
+    """A repository components come from: `repos.<key>` says where (null: not managed
+    here), its role adds it before the first component that needs it. Where the
+    controller cannot read its index, the plan adds every repository alone and the host's
+    apt says which versions they offer (`versions_on_host`)."""
+
+    key: str
+    role: str
+    title: str
+
+
+REPOSITORIES: tuple[Repository, ...] = (
+    Repository("nvidia", "nvidia_repo", "the NVIDIA repository"),
+    Repository("nvidia_container", "container_repo", "the libnvidia-container repository"),
+)
+
+
+def repository(key: str) -> Repository:
+    return next(r for r in REPOSITORIES if r.key == key)
 
 
 class SmokeTest(NamedTuple):

@@ -12,7 +12,14 @@ from click.testing import CliRunner
 
 from gpunode.cli import cli
 from gpunode.cli.smoke import smoke
-from gpunode.components import CLI_TESTS, COMPONENTS, MULTINODE, SMOKE_TESTS, SUITE_TESTS
+from gpunode.components import (
+    CLI_TESTS,
+    COMPONENTS,
+    MULTINODE,
+    SMOKE_TESTS,
+    SUITE_TESTS,
+    repository,
+)
 from gpunode.doctor.rules import RULES
 from gpunode.facts.model import HostFacts
 from gpunode.inventory.model import Host, Stack
@@ -51,12 +58,14 @@ def test_each_smoke_test_ships_its_script(test: typing.Any) -> None:
 def test_each_component_names_what_exists(component: typing.Any) -> None:
     assert component.field in Stack.model_fields
     assert (REPO / "roles" / component.role / "tasks.yaml").is_file()
+    if component.repository:
+        assert (REPO / "roles" / repository(component.repository).role / "tasks.yaml").is_file()
     for fact in component.facts:
         assert fact in HostFacts.model_fields, fact
     for prefix in component.doctor:
         assert any(r.id.startswith(prefix) for r in RULES), prefix
     assert component.hold == (component.policy in ("package", "driver"))
-    if component.hold and component.spec not in ("PackageSpec",):
+    if component.hold:
         model = Stack.model_fields[component.field].annotation
         fields = next(a for a in typing.get_args(model) if hasattr(a, "model_fields"))
         assert {"update", "hold"} <= set(fields.model_fields), component.field
@@ -83,6 +92,7 @@ def test_builtin_roles_follow_the_declaration() -> None:
         "driver",
         "cuda_toolkit",
         "nccl",
+        "container_repo",
         "container_toolkit",
         "mine",
     ]

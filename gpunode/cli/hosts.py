@@ -56,9 +56,9 @@ def _stack_lines(h: object) -> list[str]:
     if s.cuda:
         lines.append(f"cuda     {', '.join(s.cuda.toolkits)} (default {s.cuda.default_toolkit})")
     if s.cudnn:
-        lines.append(f"cudnn    {s.cudnn}")
+        lines.append(f"cudnn    {s.cudnn.version}")
     if s.nccl:
-        lines.append(f"nccl     {s.nccl}")
+        lines.append(f"nccl     {s.nccl.version}")
     if s.cuda_env:
         lines.append("cuda_env CUDA_HOME, PATH, LD_LIBRARY_PATH for login shells")
     if s.conda:

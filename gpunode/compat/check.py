@@ -55,13 +55,14 @@ def check_host(host: Host) -> list[Finding]:
         if problem:
             out.append(Finding(("stack", "cuda", "toolkits", i), problem))
 
-    if default and stack.cudnn and r.cudnn_names(stack.cudnn, default) is None:
+    cudnn = stack.cudnn.version if stack.cudnn else None
+    if default and cudnn and r.cudnn_names(cudnn, default) is None:
         majors = r.cudnn_majors(default)
         hint = f'use cudnn: "{majors[-1]}"' if majors else "no cuDNN is known for it"
         out.append(
             Finding(
                 ("stack", "cudnn"),
-                f"cuDNN {stack.cudnn.split('.')[0]} has no packages for CUDA {default}: {hint}",
+                f"cuDNN {cudnn.split('.')[0]} has no packages for CUDA {default}: {hint}",
             )
         )
     if (stack.cudnn or stack.nccl) and not default:

@@ -56,7 +56,9 @@ def explain(error: dict[str, Any], known_keys: Sequence[str] = (), written: str 
     kind = error["type"]
     value = error.get("input")
     loc = error["loc"]
-    if kind == "string_type" and isinstance(value, (int, float)) and not isinstance(value, bool):
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    # cudnn, nccl: a mapping or a version alone (inventory.model.Package)
+    if number and (kind == "string_type" or (kind == "model_type" and _is_version_field(loc))):
         if _is_version_field(loc):
             text = written or str(value)
             read_as = f" (YAML reads {text} as the number {value!r})" if text != str(value) else ""

@@ -501,7 +501,33 @@ def _spec_alone_schema(schema: dict[str, Any]) -> None:
     schema.setdefault("anyOf", []).insert(0, spec)
 
 
-class TensorRT(Strict):
+class Package(Strict):
+    """A package component from NVIDIA's repository: a version spec alone is short for
+    `{version: ...}` (`cudnn: "9.10"`)."""
+
+    version: PackageSpec
+    """A series ("9", "9.10": an installed one is kept, else the newest the repository has
+    for the default toolkit's CUDA) or an exact Debian version ("9.14.0.64-1",
+    "2.26.2-1+cuda12.8")."""
+    update: Literal["keep", "latest"] = "keep"
+    """latest: move an installed version to the newest of `version` in the repository."""
+    hold: bool = True
+    """apt-mark hold its runtime libraries (frameworks are built against their exact
+    version), so an unattended upgrade cannot move them."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _spec_alone(cls, data: object) -> object:
+        return {"version": data} if isinstance(data, str) else data
+
+    @model_validator(mode="after")
+    def _latest_moves(self) -> Package:
+        if "-" in self.version and self.update == "latest":
+            raise ValueError("update: latest moves a series; an exact version cannot move")
+        return self
+
+
+class TensorRT(Package):
     """NVIDIA TensorRT from NVIDIA's CUDA repository, the build for the default toolkit's
     CUDA major; `tensorrt: "10.13"` is short for `tensorrt: {version: "10.13"}`."""
 
@@ -513,21 +539,6 @@ class TensorRT(Strict):
     """The Python bindings for the system python3 (python3-libnvinfer, -lean, -dispatch)."""
     dev: bool = True
     """The headers, development libraries and trtexec (tensorrt-dev, libnvinfer-bin)."""
-    update: Literal["keep", "latest"] = "keep"
-    """latest: move an installed TensorRT to the newest of `version` in the repository."""
-    hold: bool = True
-    """apt-mark hold the runtime libraries (engines are built against their exact version)."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _spec_alone(cls, data: object) -> object:
-        return {"version": data} if isinstance(data, str) else data
-
-    @model_validator(mode="after")
-    def _latest_moves(self) -> TensorRT:
-        if "-" in self.version and self.update == "latest":
-            raise ValueError("update: latest moves a series; an exact version cannot move")
-        return self
 
 
 NcclEnvValue = Annotated[str | int, AfterValidator(env_value)]
@@ -580,10 +591,12 @@ class Stack(Strict):
     """The NVIDIA driver; none: not managed."""
     cuda: Cuda | None = None
     """CUDA toolkits; none: not managed."""
-    cudnn: PackageSpec | None = None
-    """cuDNN, for the default toolkit's CUDA major; none: not managed."""
-    nccl: PackageSpec | None = None
-    """NCCL, a build for the default toolkit; none: not managed."""
+    cudnn: Annotated[Package | None, Field(json_schema_extra=_spec_alone_schema)] = None
+    """cuDNN, for the default toolkit's CUDA major (a version spec alone, or a mapping);
+    none: not managed."""
+    nccl: Annotated[Package | None, Field(json_schema_extra=_spec_alone_schema)] = None
+    """NCCL, a build for the default toolkit (a version spec alone, or a mapping); none: not
+    managed."""
     tensorrt: Annotated[TensorRT | None, Field(json_schema_extra=_spec_alone_schema)] = None
     """TensorRT, the build for the default toolkit's CUDA major (a version spec alone, or
     a mapping); none: not managed."""
@@ -597,6 +610,9 @@ class Stack(Strict):
     """NVIDIA's container toolkit for docker/containerd; none: not managed."""
     roles: list[Name] = Field(default_factory=list)
     """Extra roles (built-in or from the inventory's own roles/ folder), run after the stack."""
+    replace_builtin_roles: list[Name] = Field(default_factory=list)
+    """Built-in roles that a folder of the same name in the inventory's roles/ replaces
+    (`gpunode check` warns about each); without it, such a folder is not used."""
     vars: dict[str, str | int | float | bool | list[str]] = Field(default_factory=dict)
     """Variables for the extra roles' templates."""
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from shlex import quote as q
 
 from gpunode.changes import Change, HostPlan, Step
+from gpunode.components import REPOSITORIES
 from gpunode.facts.model import HostFacts, OsRelease
 from gpunode.inventory.model import Host
 from gpunode.memo import Memo
@@ -155,10 +156,10 @@ def plan_host(
     try:
         resolved = resolve(host, facts, catalog, containers)
     except IndexNeeded as exc:
-        # Plan the repository alone; the host's apt then says which versions it offers.
+        # Plan the repositories alone; the host's apt then says which versions they offer.
         resolved, only = (
             Resolved(notes=[f"{exc}; reading versions from the host's apt"]),
-            {"nvidia_repo"},
+            {r.role for r in REPOSITORIES},
         )
         pending = exc.names
     except Unresolvable as exc:

@@ -4,16 +4,14 @@
 the installed version that satisfies a spec or else the newest the repository offers.
 """
 
+from gpunode.resolve.packages import Catalog, PackagePin, Unresolvable, resolve_package
 from gpunode.resolve.resolver import (
-    Catalog,
     CatalogFor,
     DriverPin,
     IndexNeeded,
     IndexUnavailable,
-    Pin,
     Resolved,
     Sizes,
-    Unresolvable,
     installed_driver,
     resolve,
     wanted_names,
@@ -25,11 +23,12 @@ __all__ = [
     "DriverPin",
     "IndexNeeded",
     "IndexUnavailable",
-    "Pin",
+    "PackagePin",
     "Resolved",
     "Sizes",
     "Unresolvable",
     "installed_driver",
     "resolve",
+    "resolve_package",
     "wanted_names",
 ]

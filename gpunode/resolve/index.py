@@ -5,7 +5,8 @@ from __future__ import annotations
 from gpunode.facts.model import HostFacts
 from gpunode.repoindex import FetchedIndex, IndexCache, PackageVersion
 from gpunode.repoindex import IndexUnavailable as FetchFailed
-from gpunode.resolve.resolver import Catalog, CatalogFor, IndexUnavailable, Sizes
+from gpunode.resolve.packages import Catalog
+from gpunode.resolve.resolver import CatalogFor, IndexUnavailable, Sizes
 
 ARCH = "amd64"  # NVIDIA's x86_64 folders; arch "all" packages count too
 

@@ -4,11 +4,11 @@ so a converged host needs no index at all."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple
 
-from gpunode.compat import cudnn_names, toolkit_package
+from gpunode.compat import toolkit_package
 from gpunode.compat.driver import (
     DriverNames,
     driver_names,
@@ -17,19 +17,19 @@ from gpunode.compat.driver import (
     release_of,
     releases,
 )
-from gpunode.compat.rules import tensorrt_packages
+from gpunode.components import COMPONENTS, Component, repository
 from gpunode.facts.model import HostFacts
-from gpunode.inventory.model import Driver, Host, TensorRT
-from gpunode.resolve.specs import (
-    build_cuda,
-    builds_for_major,
-    fits_toolkit,
-    newest,
-    pick,
-    pick_build,
-    satisfies,
+from gpunode.inventory.model import Driver, Host
+from gpunode.resolve.hostapt import HostCatalog
+from gpunode.resolve.packages import (
+    Catalog,
+    Names,
+    PackagePin,
+    Unresolvable,
+    names_for,
+    resolve_package,
 )
-from gpunode.versions import compare_debian, debian_key, series
+from gpunode.versions import debian_key
 
 
 class Sizes(NamedTuple):
@@ -38,28 +38,6 @@ class Sizes(NamedTuple):
 
     installed_kib: int | None
     download_bytes: int | None
-
-
-class Catalog(Protocol):
-    """The versions one repository publishes, and a name for it in messages.
-
-    A catalog over a fetched index has more, read with getattr (the host's `apt-cache`
-    catalog has neither): `depends(name, version) -> str | None`, the raw Depends field,
-    and `sizes(name, version) -> Sizes | None`."""
-
-    @property
-    def where(self) -> str: ...
-
-    def versions(self, name: str) -> list[str]: ...
-
-    def names(self) -> list[str]: ...
-
-    @property
-    def how(self) -> str: ...
-
-
-class Unresolvable(Exception):
-    """A spec no version can satisfy; the message names the repository and what it has."""
 
 
 class IndexUnavailable(Exception):
@@ -75,38 +53,15 @@ class IndexNeeded(Unresolvable):
         self.names = names
 
 
-@dataclass(frozen=True)
-class Pin:
-    """One exact version for a spec, and why it is that one."""
-
-    name: str
-    dev: str | None
-    version: str
-    why: str
-
-
-@dataclass(frozen=True)
-class TensorRTPin:
-    """TensorRT's exact Debian version, why, and every package of its set to install at it."""
-
-    version: str
-    why: str
-    packages: tuple[str, ...]
-    hold: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class DriverPin:
+@dataclass(frozen=True, kw_only=True)
+class DriverPin(PackagePin):
     """The driver's exact release and all that apt is told of it: the driver role reads
-    this alone, never the branch."""
+    this alone, never the branch. `version` is the upstream release ("580.95.05");
+    `packages` every package at the release ("nvidia-open-580=580.95.05-*"), after
+    Ubuntu's signed modules for each kernel (source: ubuntu)."""
 
-    release: str
-    """The upstream release, "580.95.05"."""
     names: DriverNames
     """What the branch is called in its source's repository (gpunode.compat.driver)."""
-    packages: tuple[str, ...]
-    """What apt installs: every package at the release ("nvidia-open-580=580.95.05-*"),
-    after Ubuntu's signed modules for each kernel (source: ubuntu)."""
     fabricmanager: str
     """NVSwitch systems' Fabric Manager, at the release."""
     preinstalled: bool = False
@@ -114,15 +69,31 @@ class DriverPin:
     NVIDIA's .run installer put it there): it is taken as it is, since installing the
     repository's packages over it would replace working files."""
 
+    @property
+    def release(self) -> str:
+        return self.version
+
+
+PACKAGES = tuple(c for c in COMPONENTS if c.policy == "package")
+"""The components of the one package policy (gpunode.resolve.packages)."""
+
 
 @dataclass
 class Resolved:
     driver: DriverPin | None = None
-    cudnn: Pin | None = None
-    nccl: Pin | None = None
-    container_toolkit: str | None = None  # the Debian version, "1.17.8-1"
-    tensorrt: TensorRTPin | None = None
+    packages: dict[str, PackagePin] = field(default_factory=dict)
+    """Each package component's pin, by its stack field."""
     notes: list[str] = field(default_factory=list)
+
+    def __getattr__(self, name: str) -> PackagePin | None:
+        # roles read a package component's pin as `resolved.<field>`; None: not declared
+        packages: dict[str, PackagePin] = self.__dict__.get("packages", {})
+        if name in _PACKAGE_FIELDS:
+            return packages.get(name)
+        raise AttributeError(name)
+
+
+_PACKAGE_FIELDS = frozenset(c.field for c in PACKAGES)
 
 
 CatalogFor = Callable[[], Catalog]
@@ -135,12 +106,15 @@ def resolve(
     catalog: CatalogFor | None,
     containers: CatalogFor | None = None,
 ) -> Resolved:
-    """Exact versions for the host's driver, cuDNN, NCCL and container toolkit specs, and
-    that its toolkits exist; raises Unresolvable with what the repository offers instead.
-    `containers` reads the libnvidia-container repository's index."""
+    """Exact versions for the host's driver and package components (cuDNN, NCCL, TensorRT,
+    the container toolkit...), and that its toolkits exist; raises Unresolvable with what
+    the repository offers instead. `catalog` reads NVIDIA's repository's index,
+    `containers` the libnvidia-container repository's."""
     stack = host.stack
     out = Resolved()
-    source = _Source(host, catalog, out.notes)
+    source = _Source(host, "nvidia", catalog, out.notes)
+    sources = {"nvidia": source, "nvidia_container": _Source(
+        host, "nvidia_container", containers, out.notes, on_host=catalog)}  # fmt: skip
     if stack.driver:
         # Ubuntu's archive: what the host's apt offers, read with the facts
         ubuntu = _from_apt(stack.driver, facts) if stack.driver.source == "ubuntu" else None
@@ -150,48 +124,85 @@ def resolve(
     if stack.cuda:
         for cuda in stack.cuda.toolkits:
             _toolkit(cuda, facts, source)
-    if stack.cudnn and toolkit:
-        out.cudnn = _cudnn(stack.cudnn, toolkit, facts, source)
-        out.notes.append(f"cudnn: {out.cudnn.version}, {out.cudnn.why}")
-    if stack.nccl and toolkit:
-        out.nccl = _nccl(stack.nccl, toolkit, facts, source)
-        out.notes.append(f"nccl: {out.nccl.version}, {out.nccl.why}")
-    if stack.containers:
-        out.container_toolkit = _container_toolkit(host, facts, containers, out.notes)
-    if stack.tensorrt and toolkit:
-        out.tensorrt = _tensorrt(stack.tensorrt, toolkit, facts, source)
-        out.notes.append(f"tensorrt: {out.tensorrt.version}, {out.tensorrt.why}")
+    for component, spec, names in _declared(host, toolkit):
+        if names is None:  # the compatibility check reports it first
+            raise Unresolvable(
+                f"stack.{component.field}: {component.title} {spec.version} has no packages"
+                f" for CUDA {toolkit}"
+            )
+        assert component.repository is not None
+        pin = resolve_package(
+            component, spec, names, toolkit if component.per_cuda_major else None, facts,
+            sources[component.repository],
+        )  # fmt: skip
+        out.packages[component.field] = pin
+        out.notes.append(f"{component.field}: {pin.version}, {pin.why}")
     return out
 
 
-class _Source:
-    """The repository's index, read once and only when some spec needs it."""
+def _declared(host: Host, toolkit: str | None) -> Iterator[tuple[Component, Any, Names | None]]:
+    """The package components the stack declares, with their packages' names; those built
+    per CUDA major only with a default toolkit."""
+    for component in PACKAGES:
+        spec = getattr(host.stack, component.field)
+        if spec and (toolkit or not component.per_cuda_major):
+            yield component, spec, names_for(component, spec, toolkit)
 
-    def __init__(self, host: Host, catalog: CatalogFor | None, notes: list[str]) -> None:
+
+class _Source:
+    """A repository's index, read once and only when some spec needs it. Where it cannot be
+    read from here, the host's apt is asked (IndexNeeded): `on_host` is the catalog the
+    executor then gives for NVIDIA's repository, which has what the host's apt offers from
+    every repository."""
+
+    def __init__(
+        self,
+        host: Host,
+        key: str,
+        catalog: CatalogFor | None,
+        notes: list[str],
+        on_host: CatalogFor | None = None,
+    ) -> None:
         self.host = host
+        self.repository = repository(key)
         self.get = catalog
+        self.on_host = on_host
         self.notes = notes
         self.loaded: Catalog | None = None
 
     def __call__(self, field: str, need: str) -> Catalog:
         if self.loaded is not None:
             return self.loaded
-        if not self.host.repos.nvidia:
+        key, title = self.repository.key, self.repository.title
+        url = getattr(self.host.repos, key)
+        if not url:
             raise Unresolvable(
-                f"{field}: {need}, and the NVIDIA repository is not managed here "
-                "(repos.nvidia: null): install it from your own source, or set repos.nvidia"
+                f"{field}: {need}, and {title} is not managed here (repos.{key}: null):"
+                f" install it from your own source, or set repos.{key}"
             )
         if self.get is None:
             raise Unresolvable(f"{field}: {need}, and no repository index was given to read")
         try:
             self.loaded = self.get()
         except IndexUnavailable as exc:
-            raise IndexNeeded(
-                f"{field}: {need}, and this machine cannot read the repository's index ({exc})",
-                wanted_names(self.host),
-            ) from None
+            self.loaded = self._host_apt(url)
+            if self.loaded is None:
+                raise IndexNeeded(
+                    f"{field}: {need}, and this machine cannot read the repository's index ({exc})",
+                    wanted_names(self.host),
+                ) from None
         self.notes.append(f"versions from {self.loaded.where} ({self.loaded.how})")
         return self.loaded
+
+    def _host_apt(self, url: str) -> Catalog | None:
+        """What the host's apt offers from this repository, once the executor has read it."""
+        if self.on_host is None or self.repository.key != "nvidia_container":
+            return None
+        try:
+            cat = self.on_host()
+        except IndexUnavailable:
+            return None
+        return cat.under(url) if isinstance(cat, HostCatalog) else None
 
 
 class AptCatalog:
@@ -234,12 +245,7 @@ def wanted_names(host: Host) -> tuple[str, ...]:
     toolkit = stack.cuda.default_toolkit if stack.cuda else None
     if stack.cuda:
         names += [toolkit_package(c) for c in stack.cuda.toolkits]
-    if stack.cudnn and toolkit and (pair := cudnn_names(stack.cudnn, toolkit)):
-        names.append(pair[0])
-    if stack.nccl:
-        names.append("libnccl2")
-    if stack.tensorrt and toolkit and (trt := tensorrt_packages(stack.tensorrt.version, toolkit)):
-        names.append(trt["runtime"][0])
+    names += [names.install[0] for _, _, names in _declared(host, toolkit) if names]
     return tuple(dict.fromkeys(names))
 
 
@@ -294,7 +300,15 @@ def driver_pin(driver: Driver, release: str, facts: HostFacts) -> DriverPin:
         and facts.package(names.userspace) is None
     )
     packages = (*modules, *at(*names.install))
-    return DriverPin(release, names, packages, at(names.fabricmanager)[0], preinstalled)
+    return DriverPin(
+        release,
+        "installed" if preinstalled else f"a release of branch {driver.branch}",
+        packages,
+        names.install if driver.hold else (),
+        names=names,
+        fabricmanager=at(names.fabricmanager)[0],
+        preinstalled=preinstalled,
+    )
 
 
 def installed_driver(host: Host, facts: HostFacts) -> str | None:
@@ -330,153 +344,3 @@ def _toolkit(cuda: str, facts: HostFacts, source: _Source) -> None:
             f"stack.cuda.toolkits: CUDA {cuda} ({name}) is not in {cat.where}"
             + (f": it has {', '.join(known)}" if known else "")
         )
-
-
-def _cudnn(spec: str, toolkit: str, facts: HostFacts, source: _Source) -> Pin:
-    names = cudnn_names(spec, toolkit)
-    if names is None:  # the compatibility check reports it first
-        raise Unresolvable(f"stack.cudnn: cuDNN {spec} has no packages for CUDA {toolkit}")
-    name, dev = names
-    return _pin("stack.cudnn", "cuDNN", spec, name, dev, toolkit, facts, source, majors=True)
-
-
-def _nccl(spec: str, toolkit: str, facts: HostFacts, source: _Source) -> Pin:
-    return _pin("stack.nccl", "NCCL", spec, "libnccl2", "libnccl-dev", toolkit, facts, source)
-
-
-def _pin(
-    field: str,
-    what: str,
-    spec: str,
-    name: str,
-    dev: str,
-    toolkit: str,
-    facts: HostFacts,
-    source: _Source,
-    majors: bool = False,
-) -> Pin:
-    have = facts.package(name)
-    if have is not None and satisfies(have.version, spec) and fits_toolkit(have.version, toolkit):
-        return Pin(name, dev, have.version, "installed")
-    cuda = f"CUDA {toolkit}"
-    cat = source(field, f"{what} {spec} for {cuda} is not installed")
-    offered = cat.versions(name)
-    best = pick(offered, spec, toolkit)
-    if best is None:
-        fitting = [v for v in offered if fits_toolkit(v, toolkit)]
-        advice = [*series(fitting, 1)[-1:]] if majors else []
-        advice += series(fitting, 2)[-1:]
-        use = " or ".join(f'"{s}"' for s in advice)
-        raise Unresolvable(
-            f"{field}: {what} {spec} for {cuda} is not in {cat.where}: "
-            + (f"it has {', '.join(sorted(fitting, key=debian_key))}" if fitting else "none fits")
-            + (f". Use {field.split('.')[-1]}: {use}" if use else "")
-        )
-    why = f"the newest {spec} in {cat.where}" if spec != best else f"pinned, in {cat.where}"
-    if build_cuda(best):
-        why += f" (built for CUDA {build_cuda(best)})"
-    if have is not None:
-        move = "downgrade" if compare_debian(best, have.version) < 0 else "upgrade"
-        why += f"; {move} from {have.version}"
-    return Pin(name, dev, best, why)
-
-
-def _tensorrt(t: TensorRT, toolkit: str, facts: HostFacts, source: _Source) -> TensorRTPin:
-    """TensorRT's version: the installed library if it satisfies the spec and is a build for
-    the toolkit's CUDA major (unless `update: latest`), else the newest such build."""
-    parts = tensorrt_packages(t.version, toolkit)
-    if parts is None:  # the compatibility check reports it first
-        raise Unresolvable(
-            f"stack.tensorrt: TensorRT {t.version} has no packages for CUDA {toolkit}"
-        )
-    names = parts["runtime"] + parts["dev"] * t.dev + parts["python"] * t.python
-    hold = tuple(parts["hold"]) if t.hold else ()
-    lib = parts["runtime"][0]
-    major = toolkit.split(".")[0]
-
-    def pin(version: str, why: str) -> TensorRTPin:
-        return TensorRTPin(version, why, tuple(names), hold)
-
-    have = facts.package(lib)
-    mine = have is not None and bool(builds_for_major([have.version], toolkit))
-    if have is not None and mine and t.update == "keep" and satisfies(have.version, t.version):
-        return pin(have.version, "installed")
-    need = f"TensorRT {t.version} for CUDA {toolkit} is not installed"
-    if have is not None and mine and t.update == "latest":
-        need = "update: latest"
-    cat = source("stack.tensorrt", need)
-    offered = cat.versions(lib)
-    best = pick_build(offered, t.version, toolkit)
-    if best is None:
-        fitting = builds_for_major(offered, toolkit)
-        others = sorted({c for v in offered if (c := build_cuda(v))}, key=debian_key)
-        has = (
-            f"it has {', '.join(fitting)}"
-            if fitting
-            else f"it has no build for CUDA {major}"
-            + (f" (builds for CUDA {', '.join(others)})" if others else f" (no {lib} at all)")
-        )
-        use = series(fitting, 2)[-1:]
-        raise Unresolvable(
-            f"stack.tensorrt: TensorRT {t.version} for CUDA {toolkit} (a +cuda{major}.x build"
-            f" of {lib}) is not in {cat.where}: {has}"
-            + (f'. Use tensorrt: "{use[0]}"' if use else "")
-        )
-    why = (
-        f"the newest {t.version} in {cat.where}" if t.version != best else f"pinned, in {cat.where}"
-    )
-    why += f" (built for CUDA {build_cuda(best)})"
-    if have is not None:
-        move = "downgrade" if compare_debian(best, have.version) < 0 else "upgrade"
-        why += f"; {move} from {have.version}"
-    return pin(best, why)
-
-
-CONTAINER_TOOLKIT = "nvidia-container-toolkit"
-
-
-def _container_toolkit(
-    host: Host, facts: HostFacts, catalog: CatalogFor | None, notes: list[str]
-) -> str:
-    """The container toolkit's version: the installed one that satisfies the spec unless
-    `update: latest`, else the newest of the spec in the libnvidia-container index."""
-    c = host.stack.containers
-    assert c is not None
-    spec = c.version or ""
-    have = facts.package(CONTAINER_TOOLKIT)
-    if have is not None and c.update == "keep" and (not spec or satisfies(have.version, spec)):
-        notes.append(f"container toolkit: {have.version}, installed")
-        return have.version
-    wanted = f"{CONTAINER_TOOLKIT} {spec}" if spec else CONTAINER_TOOLKIT
-    if have is None:
-        need = f"{wanted} is not installed"
-    elif c.update == "latest":
-        need = "update: latest"
-    else:
-        need = f"{CONTAINER_TOOLKIT} {have.version} is installed, {spec} wanted"
-    if not host.repos.nvidia_container:
-        raise Unresolvable(
-            f"stack.containers: {need}, and the libnvidia-container repository is not managed"
-            " here (repos.nvidia_container: null): install it from your own source"
-        )
-    if catalog is None:
-        raise Unresolvable(f"stack.containers: {need}, and no repository index was given")
-    try:
-        cat = catalog()
-    except IndexUnavailable as exc:
-        raise Unresolvable(
-            f"stack.containers: {need}, and the libnvidia-container index cannot be read"
-            f" from here ({exc}): pin stack.containers.version to the installed one, or"
-            " let this machine reach repos.nvidia_container"
-        ) from None
-    offered = cat.versions(CONTAINER_TOOLKIT)
-    best = pick(offered, spec) if spec else newest(offered)
-    if best is None:
-        has = ", ".join(series(offered, 2)) or f"no {CONTAINER_TOOLKIT}"
-        raise Unresolvable(
-            f"stack.containers.version: {CONTAINER_TOOLKIT} {spec} is not in {cat.where}:"
-            f" it has {has}"
-        )
-    why = "pinned" if "-" in spec else f"the newest {spec}".rstrip()
-    notes.append(f"container toolkit: {best}, {why} in {cat.where}")
-    return best

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from gpunode.compat import TEMPLATE_FUNCTIONS
-from gpunode.components import COMPONENTS, PRELUDE
+from gpunode.components import COMPONENTS, PRELUDE, repository
 from gpunode.facts.model import HostFacts
 from gpunode.inventory.model import Host
 from gpunode.resolve import Resolved
@@ -30,17 +30,17 @@ _COMPAT = SimpleNamespace(**TEMPLATE_FUNCTIONS)
 
 def builtin_roles(host: Host) -> list[str]:
     """The built-in roles a stack asks for, in the order they must run: the prelude while a
-    component from NVIDIA's repository is declared, then each declared component's role in
-    the declaration's order (gpunode.components), then the stack's extra roles."""
+    component from NVIDIA's repository is declared; each declared component's role in the
+    declaration's order (gpunode.components), after the role of its repository (where
+    repos sets one); then the stack's extra roles."""
     declared = [c for c in COMPONENTS if getattr(host.stack, c.field)]
-    names = []
-    if any(c.repository == "nvidia" for c in declared):
-        # first: no unattended upgrade moves the stack while it is being installed
-        unattended, repository = PRELUDE
-        names += [unattended, repository] if host.repos.nvidia else [unattended]
-    names += [
-        c.role for c in declared if c.when is None or getattr(getattr(host.stack, c.field), c.when)
-    ]
+    # first: no unattended upgrade moves the stack while it is being installed
+    names = list(PRELUDE) if any(c.repository == "nvidia" for c in declared) else []
+    for c in declared:
+        if c.repository and getattr(host.repos, c.repository):
+            names += [r for r in (repository(c.repository).role,) if r not in names]
+        if c.when is None or getattr(getattr(host.stack, c.field), c.when):
+            names.append(c.role)
     return names + [r for r in host.stack.roles if r not in names]
 
 
@@ -93,7 +93,7 @@ def walk(
     for name in builtin_roles(host):
         if only is not None and name not in only:
             continue
-        role = find_role(name, search)
+        role = find_role(name, search, host.stack.replace_builtin_roles)
         # The inventory's variables stay under `vars`: they never replace a role's defaults
         # (a built-in role's versions, paths and package names are its own).
         ctx = dict(base)

@@ -260,6 +260,20 @@ class OpenSSHTransport:
 
     # -- files ------------------------------------------------------------------------------
 
+    def put(self, data: bytes, path: str, *, mode: int = 0o644, sudo: bool = False) -> None:
+        """Through the command's stdin into a temporary file next to `path`, then renamed
+        over it (readers see the old or the new file)."""
+        directory = os.path.dirname(path) or "."
+        script = (
+            "umask 077; "
+            f"tmp=$(mktemp {shlex.quote(directory + '/.gpunode-XXXXXXXX')}) || exit 1; "
+            f'if cat > "$tmp" && chmod {mode:o} "$tmp" && mv -f "$tmp" {shlex.quote(path)}; '
+            'then exit 0; fi; rm -f "$tmp"; exit 1'
+        )
+        res = self.run(script, sudo=sudo, stdin=data)
+        if not res.ok:
+            raise TransportError(f"cannot write {path} on {self.name}: {res.stderr.strip()}")
+
     def get(self, path: str, *, sudo: bool = False) -> bytes:
         """Through base64 (a command's output is read as text)."""
         if sudo:

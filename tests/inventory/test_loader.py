@@ -52,7 +52,8 @@ def test_host_in_two_groups_merges_what_they_agree_on() -> None:
     )
     host = inv.hosts["n1"]
     assert host.groups == ["first", "second"]
-    assert (host.stack.cudnn, host.stack.nccl) == ("9", "2.21")
+    assert host.stack.cudnn is not None and host.stack.nccl is not None
+    assert (host.stack.cudnn.version, host.stack.nccl.version) == ("9", "2.21")
     assert host.stack.cuda is not None and host.stack.cuda.toolkits == ["12.4"]
 
 

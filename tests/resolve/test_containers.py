@@ -10,10 +10,11 @@ import pytest
 
 from gpunode.facts.model import HostFacts
 from gpunode.inventory.model import Host
-from gpunode.resolve import IndexUnavailable, Unresolvable, resolve
+from gpunode.resolve import IndexNeeded, IndexUnavailable, Unresolvable, resolve
+from gpunode.resolve.hostapt import HostCatalog
 
 OFFERED = ["1.16.2-1", "1.17.7-1", "1.17.8-1", "1.18.1-1"]
-WHERE = "https://mirror.example/libnvidia-container/stable/deb/amd64/"
+WHERE = "https://nvidia.github.io/libnvidia-container/stable/deb/amd64/"
 
 
 class Index:
@@ -50,7 +51,7 @@ def version(h: Host, f: HostFacts) -> tuple[str | None, int]:
         index.read += 1
         return index
 
-    return resolve(h, f, None, read).container_toolkit, index.read
+    return resolve(h, f, None, read).packages["containers"].version, index.read
 
 
 @pytest.mark.parametrize(
@@ -78,12 +79,25 @@ def test_a_spec_the_index_lacks_names_what_it_has() -> None:
         version(host(version="1.19"), facts())
 
 
-def test_an_unreadable_index_says_what_to_do() -> None:
+def test_an_unreadable_index_asks_the_hosts_apt_as_nvidias_does() -> None:
     def fails() -> Index:
         raise IndexUnavailable("connection refused")
 
-    with pytest.raises(Unresolvable, match=r"pin stack\.containers\.version"):
+    with pytest.raises(IndexNeeded, match=r"cannot read the repository's index") as exc:
         resolve(host(), facts(), None, fails)
+    assert exc.value.names == ("nvidia-container-toolkit",)
+    # the executor reads the host's apt once the repositories are added; its catalog for
+    # NVIDIA's repository has every folder apt knows
+    madison = (
+        "".join(
+            f"nvidia-container-toolkit | {v} | {WHERE.rstrip('/')}  Packages\n" for v in OFFERED
+        )
+        + "nvidia-container-toolkit | 1.12.0-1ubuntu1 | http://archive.ubuntu.com/ubuntu noble\n"
+    )
+    on_host = HostCatalog(madison, "https://developer.download.nvidia.com/compute/cuda/repos/x/")
+    resolved = resolve(host(version="1.17"), facts(), lambda: on_host, fails)
+    assert resolved.packages["containers"].version == "1.17.8-1"
+    assert f"versions from {WHERE} (read by the host's apt, apt-cache madison)" in resolved.notes
 
 
 def test_no_repository_managed() -> None:
@@ -92,7 +106,7 @@ def test_no_repository_managed() -> None:
                              "stack": {"containers": {}}})  # fmt: skip
     with pytest.raises(Unresolvable, match=r"repos\.nvidia_container: null"):
         resolve(h, facts(), None, None)
-    assert resolve(h, facts("1.17.8-1"), None, None).container_toolkit == "1.17.8-1"
+    assert resolve(h, facts("1.17.8-1"), None, None).packages["containers"].version == "1.17.8-1"
 
 
 def test_exact_version_cannot_move() -> None:
