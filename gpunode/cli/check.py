@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -33,16 +34,12 @@ def check(inventory: str, limit: str | None, as_json: bool) -> None:
     """
     from gpunode.inventory.text import printable
     from gpunode.roles import search_path
-    from gpunode.roles.lint import role_problems, shadow_warnings
+    from gpunode.roles.lint import role_problems
     from gpunode.roles.walk import builtin_roles
 
     inv, hosts = _load_json(inventory, limit) if as_json else load_selected(inventory, limit)
     problems = _findings(inv, hosts)
-    replace = {r for h in hosts for r in h.stack.replace_builtin_roles}
-    search = search_path(inventory)
-    roles = role_problems((r for h in hosts for r in builtin_roles(h)), search, replace)
-    for warning in shadow_warnings(search, replace):  # on stderr, --json or not
-        click.echo(printable(f"warning: {warning}"), err=True)
+    roles = role_problems((r for h in hosts for r in builtin_roles(h)), search_path(inventory))
     if as_json:
         where_of = (p.rsplit(": ", 1) if ": " in p else ("", p) for p in roles)
         problems += [{"where": w, "field": "role", "message": m, "hosts": []} for w, m in where_of]
@@ -112,5 +109,32 @@ def _echo_json(path: str, problems: list[dict[str, Any]], *, hosts: list[str], g
     from gpunode.views.envelope import dumps
 
     doc = {"inventory": path, "ok": not problems, "hosts": hosts, "groups": groups,
-           "problems": problems}  # fmt: skip
+           "problems": [fields(p) for p in problems]}  # fmt: skip
     click.echo(dumps("check", doc))
+
+
+_WHERE = re.compile(r"(?P<file>.+?):(?P<line>\d+)(?::(?P<column>\d+))?")
+_KEY = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+_FIX = re.compile(
+    r": (?=(?:use|write|set|add|fix|remove|rename|quote|put|install|drop|replace|declare|give|"
+    r"run|create|end|choose|pass|move|close|indent|enrol|name|list)\b)"
+)
+
+
+def fields(problem: dict[str, Any]) -> dict[str, Any]:
+    """A problem as fields a script reads without parsing text: `file`, `line`, `column`
+    (null where not known), `key_path` (["stack", "cuda", "toolkits", 0]) and the `fix` the
+    message ends with (null when it names none), beside `where`, `field` and `message`."""
+    where = _WHERE.fullmatch(problem["where"])
+    key_path: list[str | int] = [
+        int(index) if index else key for key, index in _KEY.findall(problem["field"] or "")
+    ]
+    said = _FIX.split(problem["message"], maxsplit=1)
+    return {
+        **problem,
+        "file": where.group("file") if where else None,
+        "line": int(where.group("line")) if where else None,
+        "column": int(where.group("column")) if where and where.group("column") else None,
+        "key_path": key_path,
+        "fix": said[1] if len(said) == 2 else None,
+    }

@@ -19,8 +19,9 @@ from gpunode.cli.options import json_option
 )
 @json_option
 def config(inventory: str | None, as_json: bool) -> None:
-    """Print the effective settings (inventory, forks, state_dir, ssh_transport) and where
-    each came from: the command line, the environment, a gpunode.toml next to INVENTORY,
+    """Print the effective settings (inventory, forks, state_dir, ssh_transport,
+    allow_ssh_commands, allow_file_dirs) as the values they come to (paths, numbers) and
+    where each came from: the command line, the environment, a gpunode.toml next to INVENTORY,
     the user's $XDG_CONFIG_HOME/gpunode/gpunode.toml, or the built-in default (the first
     wins). Every option of every command also reads GPUNODE_<COMMAND>_<OPTION>, e.g.
     GPUNODE_APPLY_FORKS=8.
@@ -46,9 +47,11 @@ def settings_rows(inventory: str | None, ctx: click.Context) -> list[tuple[str, 
 
     settings = cfg.load(inventory)
     rows = settings.effective()
-    for i, (key, _, _) in enumerate(rows):
+    for i, (key, value, _) in enumerate(rows):
         if key in ctx.params:
             rows[i] = (key, ctx.params[key], _source(ctx, key, settings.sources.get(key, "")))
+        if rows[i][2] == "built-in default":
+            rows[i] = (key, *_builtin(key, value, inventory))
     if "forks" in ctx.params:
         return rows
     for name, value in sorted(os.environ.items()):
@@ -56,6 +59,42 @@ def settings_rows(inventory: str | None, ctx: click.Context) -> list[tuple[str, 
             command = name.removeprefix("GPUNODE_").removesuffix("_FORKS").lower()
             rows.append((f"forks ({command})", value, f"environment {name}"))
     return rows
+
+
+def _builtin(key: str, rule: object, inventory: str | None) -> tuple[object, str]:
+    """A built-in default as the value it comes to here (a path, a number), and the rule
+    that gave it: what `config` shows instead of the rule's words alone."""
+    from pathlib import Path
+
+    if key == "state_dir":
+        from gpunode import records
+
+        return str(records.state_dir()), f"built-in default: {rule}"
+    if key == "forks":
+        from gpunode.hostpool import MAX_FORKS, fork_count
+
+        hosts = _host_count(inventory)
+        value = fork_count(None, hosts) if hosts else MAX_FORKS
+        return value, f"built-in default: {rule}"
+    if key == "ssh_transport":
+        return "paramiko", "built-in default, unless the inventory sets ssh.transport"
+    if key == "allow_file_dirs":
+        folder = [str(Path(inventory).resolve().parent)] if inventory else []
+        return folder, f"built-in default: {rule}"
+    return rule, "built-in default"
+
+
+def _host_count(inventory: str | None) -> int:
+    """How many hosts the inventory has, 0 when there is none or it does not load (`check`
+    says why)."""
+    if not inventory:
+        return 0
+    from gpunode.inventory import InventoryError, load
+
+    try:
+        return len(load(inventory).hosts)
+    except (InventoryError, OSError, ValueError):
+        return 0
 
 
 def _source(ctx: click.Context, key: str, file: str) -> str:
@@ -75,7 +114,12 @@ def _source(ctx: click.Context, key: str, file: str) -> str:
 
 
 def settings_text(rows: list[tuple[str, object, str]]) -> list[str]:
-    return [f"{key:<14} {value if value is not None else '-'}  ({src})" for key, value, src in rows]
+    def shown(value: object) -> str:
+        if isinstance(value, list):
+            return ", ".join(map(str, value)) or "none"
+        return "-" if value is None else str(value)
+
+    return [f"{key:<18} {shown(value)}  ({src})" for key, value, src in rows]
 
 
 def echo_settings(inventory: str | None) -> None:

@@ -230,6 +230,13 @@ class CheckProblem(BaseModel):
     field: str
     message: str
     hosts: list[str] = Field(description="The hosts it applies to (none: the file itself).")
+    file: str | None = Field(description="The file, as `where` names it; null for --limit.")
+    line: int | None = Field(description="1-based; null when not known.")
+    column: int | None = Field(description="1-based; null when not known.")
+    key_path: list[str | int] = Field(
+        description='The field as keys and list indices: ["stack", "cuda", "toolkits", 0].'
+    )
+    fix: str | None = Field(description="What to do, as the message ends; null if it names none.")
 
 
 class DoctorHost(BaseModel):
