@@ -215,3 +215,13 @@ def test_the_readmes_install_lines_are_the_ones_the_fresh_machine_check_runs() -
     check = (ROOT / "scripts" / "fresh-check.sh").read_text(encoding="utf-8")
     for line in lines:
         assert line in check, f"scripts/fresh-check.sh does not run the README's `{line}`"
+
+
+def test_the_readmes_inventory_loads_as_written() -> None:
+    from gpunode.inventory import loads
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = readme.split("## The inventory, in brief\n", 1)[1].split("```yaml\n", 1)[1]
+    inv = loads(text.split("```", 1)[0], "README.md")
+    assert sorted(inv.hosts) == ["gpu-h100-01", "gpu-h100-02"]
+    assert inv.hosts["gpu-h100-02"].ssh.port == 2222
