@@ -225,3 +225,29 @@ def test_the_readmes_inventory_loads_as_written() -> None:
     inv = loads(text.split("```", 1)[0], "README.md")
     assert sorted(inv.hosts) == ["gpu-h100-01", "gpu-h100-02"]
     assert inv.hosts["gpu-h100-02"].ssh.port == 2222
+
+
+_LINK = re.compile(r"\]\(([^)#\s]+)(?:#([^)\s]*))?\)")
+
+
+def _anchors(text: str) -> set[str]:
+    """GitHub's anchors of a page's headings: lower case, punctuation dropped, spaces `-`."""
+    out = set()
+    for heading in re.findall(r"^#+ (.+)$", text, re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        out.add(slug)
+    return out
+
+
+def test_every_link_between_the_docs_resolves() -> None:
+    broken = []
+    for doc in DOCS:
+        for target, anchor in _LINK.findall(doc.read_text(encoding="utf-8")):
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            path = (doc.parent / target).resolve()
+            if not path.exists():
+                broken.append(f"{doc.relative_to(ROOT)}: {target}")
+            elif anchor and path.suffix == ".md" and anchor not in _anchors(path.read_text()):
+                broken.append(f"{doc.relative_to(ROOT)}: {target}#{anchor}")
+    assert not broken, "\n".join(broken)
