@@ -287,6 +287,32 @@ class RunFinished(Event):
     """The recap of the hosts this run converged (a retry's: only those it retried)."""
 
 
+RolloutPhaseWord = Literal[
+    "draining", "waiting", "applying", "restarting", "verifying", "resumed", "failed", "untouched"
+]
+
+
+@dataclass(frozen=True)
+class RolloutWave(Event):
+    """`gpunode upgrade`/`rollback` (run-wide, `host` ""): a wave starts (wave 1 is the
+    canary when there is one)."""
+
+    wave: int
+    hosts: tuple[str, ...]
+    canary: bool = False
+
+
+@dataclass(frozen=True)
+class RolloutPhase(Event):
+    """One host's step in a rolling upgrade: draining, waiting (`detail`: "job 12"), applying,
+    restarting (the scheduler's node daemon), verifying, resumed, failed (`detail`: why;
+    the node stays drained), untouched (the rollout stopped before its wave)."""
+
+    phase: RolloutPhaseWord
+    wave: int = 0
+    detail: str = ""
+
+
 EVENT_NAMES: dict[type[Event], str] = {
     RunStarted: "run-started",
     HostStatusChanged: "host-status",
@@ -307,6 +333,8 @@ EVENT_NAMES: dict[type[Event], str] = {
     HostFinished: "host-finished",
     RunInterrupted: "run-interrupted",
     RunFinished: "run-finished",
+    RolloutWave: "rollout-wave",
+    RolloutPhase: "rollout-phase",
 }
 """Every event's word in `--json` output (docs/json.md documents each): words, not class
 names, so a renamed class never breaks a script."""

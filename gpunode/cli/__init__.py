@@ -28,6 +28,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "doctor": ("gpunode.cli.doctor", "doctor", "Diagnose each host's driver, GPUs and CUDA."),
     "plan": ("gpunode.cli.plan", "plan", "Show what apply would change on each host."),
     "apply": ("gpunode.cli.apply", "apply", "Converge hosts to the inventory."),
+    "upgrade": ("gpunode.cli.upgrade", "upgrade", "Upgrade hosts in waves, draining Slurm."),
+    "rollback": ("gpunode.cli.upgrade", "rollback", "Return an upgrade's hosts, in waves."),
     "report": ("gpunode.cli.report", "report", "Show a recorded run."),
     "smoke": ("gpunode.cli.smoke", "smoke", "Run the GPU smoke tests on each host."),
     "cost": ("gpunode.cli.cost", "cost", "Rank GPU types by measured work per cost."),

@@ -617,6 +617,24 @@ class Stack(Strict):
     """Variables for the extra roles' templates."""
 
 
+SlurmConf = Annotated[str, StringConstraints(pattern=r"\A/[A-Za-z0-9._/-]+\Z", max_length=4096)]
+SlurmNode = Annotated[str, StringConstraints(pattern=r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")]
+
+
+class Slurm(Strict):
+    """The Slurm controller `gpunode upgrade` drains and resumes this host's node through."""
+
+    controller: Name = "local"
+    """Where scontrol runs: `local` (this machine), or the name of an inventory host (over
+    its connection)."""
+    conf: SlurmConf | None = None
+    """The slurm.conf scontrol reads there (SLURM_CONF); none: Slurm's default."""
+    node: SlurmNode | None = None
+    """This host's node name in Slurm; none: the host's name."""
+    drain_timeout: float = Field(default=3600.0, gt=0)
+    """Seconds to wait for the node's running jobs to end before giving up on the host."""
+
+
 class Settings(Strict):
     """Everything that defaults, groups and hosts may set; later layers win."""
 
@@ -645,6 +663,8 @@ class Settings(Strict):
     """The software the host should have."""
     nccl: NcclSettings = Field(default_factory=NcclSettings)
     """The cross-host all-reduce of `gpunode smoke --only nccl-multinode`."""
+    slurm: Slurm | None = None
+    """The host is a Slurm node: `gpunode upgrade` drains it before, resumes it after."""
 
 
 class HostEntry(Settings):

@@ -1,0 +1,1 @@
+"""Rolling upgrades (`gpunode upgrade`, `gpunode rollback`): docs/upgrade.md."""

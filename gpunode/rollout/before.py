@@ -1,0 +1,71 @@
+"""What a host runs before its wave changes it: kept in the rollout's record, so that
+`gpunode rollback RUN` can return it there."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from gpunode.transport.base import Transport
+
+# One round trip: the loaded module's release, then NVIDIA's packages with their versions,
+# then the held packages. Read only; nothing here needs root.
+READ_SH = (
+    "cat /sys/module/nvidia/version 2>/dev/null || echo none; echo '### packages'; "
+    "dpkg-query -W -f '${db:Status-Abbrev} ${Package}=${Version}\\n' "
+    "'nvidia-*' 'libnvidia-*' 'cuda-*' 'libcudnn*' 'libnccl*' 2>/dev/null; "
+    "echo '### held'; apt-mark showhold 2>/dev/null"
+)
+RELEASE = re.compile(r"\A[0-9]+\.[0-9]+(\.[0-9]+)*\Z")
+PIN = re.compile(r"\A[a-z0-9][a-z0-9+.-]*=[A-Za-z0-9.+~:-]+\Z")
+PKG = re.compile(r"\A[a-z0-9][a-z0-9+.-]*\Z")
+
+
+@dataclass(frozen=True)
+class Before:
+    driver: str | None
+    """The loaded nvidia module's release (None: none loaded)."""
+    packages: dict[str, str] = field(default_factory=dict)
+    """NVIDIA's installed packages (driver, CUDA, cuDNN, NCCL) by name: version."""
+    held: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["held"] = list(self.held)
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Before:
+        driver = data.get("driver")
+        return cls(
+            driver if isinstance(driver, str) and RELEASE.match(driver) else None,
+            {str(k): str(v) for k, v in dict(data.get("packages") or {}).items()},
+            tuple(str(h) for h in data.get("held") or ()),
+        )
+
+    @property
+    def driver_held(self) -> bool:
+        return any(p.startswith(("nvidia-", "libnvidia-")) for p in self.held)
+
+
+def parse(text: str) -> Before:
+    """READ_SH's output; lines that are not what they should be are left out."""
+    head, _, rest = text.partition("### packages")
+    pkgs, _, held = rest.partition("### held")
+    first = head.strip().splitlines()[0].strip() if head.strip() else ""
+    packages: dict[str, str] = {}
+    for line in pkgs.splitlines():
+        status, _, pin = line.strip().partition(" ")
+        if status.startswith("ii") and PIN.match(pin):
+            name, _, version = pin.partition("=")
+            packages[name] = version
+    return Before(
+        first if RELEASE.match(first) else None,
+        packages,
+        tuple(h.strip() for h in held.split() if PKG.match(h.strip())),
+    )
+
+
+def read(transport: Transport) -> Before:
+    return parse(transport.run(READ_SH, timeout=60).stdout)
