@@ -62,7 +62,6 @@ class Change:
     """A check of the work before it (a module built for the next boot): it runs after every
     other change, just before the reboot."""
     path: str | None = None
-    before: str | None = None
     after: str | None = None
     tags: tuple[str, ...] = ()
     reload: str | None = None

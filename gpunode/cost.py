@@ -18,8 +18,6 @@ if TYPE_CHECKING:
     from gpunode.inventory.model import Host
 
 METRIC = "bf16_tflops"
-PFLOPS_HOUR = 1e15 * 3600
-"""The reference amount of work: one PFLOP/s sustained for an hour (3.6e18 FLOP)."""
 
 
 @dataclass(frozen=True)

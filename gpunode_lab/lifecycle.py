@@ -286,5 +286,3 @@ def status(paths: LabPaths) -> tuple[LabConfig | None, list[dict[str, Any]] | No
     return cfg, hosts
 
 
-def memory_kib(paths: LabPaths) -> int:
-    return procs.rss_kib(procs.lab_processes(paths.root))

@@ -72,15 +72,3 @@ def lab_processes(state: Path) -> list[int]:
     spaces = {ns for ns in (_pidns(p) for p in named) if ns and ns != mine}
     inside = [p for p in pids if p not in named and spaces and _pidns(p) in spaces]
     return named + inside
-
-
-def rss_kib(pids: list[int]) -> int:
-    total = 0
-    for pid in pids:
-        try:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-        except OSError:
-            pass
-    return total

@@ -9,6 +9,7 @@ export PATH="$venv/bin:$PATH"
 ruff check .
 ruff format --check .
 mypy
+vulture  # dead code: settings in pyproject.toml, exceptions in scripts/vulture_allow.py
 ruby -c Vagrantfile >/dev/null
 if command -v vagrant >/dev/null; then  # both machines: plain, and with a GPU passed through
   vagrant validate >/dev/null

@@ -52,9 +52,6 @@ def nvcc_not_on_path(i: Inputs) -> list[Hit]:
     return [Hit(f"PATH={path}  (a login shell's: no nvcc)", fix=_env_fix(i))]
 
 
-NOT_LINKED = "not found by the dynamic linker"
-
-
 def _linked(i: Inputs, lib: str) -> bool:
     return any(line.startswith(lib) for line in i.probe.ldconfig or [])
 

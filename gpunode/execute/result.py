@@ -95,9 +95,6 @@ class HostResult:
             message=self.message,
         )
 
-    def commands_run(self) -> list[str]:
-        return [cmd for c in self.changes for cmd in c.commands]
-
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["counts"] = {"ok": self.ok, "changed": self.changed, "failed": self.failed}

@@ -74,7 +74,6 @@ class Become:
     """sudo refused for want of a terminal (requiretty): the command may be tried on one."""
     _prompts: int = 0
     _buffer: str = ""
-    _password_sent: bool = False
 
     @property
     def prompt(self) -> str:
@@ -139,7 +138,6 @@ class Become:
                 if self._prompts > 1:
                     raise BecomeError(f"sudo: incorrect password for {self.user_at_host}")
                 to_send = (self.password.reveal() + "\n").encode()
-                self._password_sent = True
                 continue
             return "", to_send
 

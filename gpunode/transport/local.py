@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import getpass
 import os
 import socket
-import tempfile
 from collections.abc import Sequence
 
 from gpunode.transport.base import CommandResult, Direction, OutputCallback, TransportError
@@ -79,28 +77,6 @@ class LocalTransport:
             on_output=on_output,
             become=become,
         )
-
-    def put(self, data: bytes, path: str, *, mode: int = 0o644, sudo: bool = False) -> None:
-        if sudo and os.geteuid() != 0:
-            with tempfile.NamedTemporaryFile(prefix="gpunode-") as tmp:
-                tmp.write(data)
-                tmp.flush()
-                os.chmod(tmp.name, 0o644)
-                res = self.run(["install", "-m", f"{mode:o}", tmp.name, path], sudo=True)
-            if not res.ok:
-                raise TransportError(f"cannot write {path}: {res.stderr.strip()}")
-            return
-        directory = os.path.dirname(os.path.abspath(path))
-        fd, tmp_path = tempfile.mkstemp(prefix=".gpunode-", dir=directory)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.chmod(tmp_path, mode)
-            os.replace(tmp_path, path)  # atomic: readers see the old or the new file
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp_path)
-            raise
 
     def get(self, path: str, *, sudo: bool = False) -> bytes:
         if sudo and os.geteuid() != 0:

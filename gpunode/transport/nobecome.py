@@ -30,9 +30,6 @@ class NoBecome:
     ) -> CommandResult:
         return self.inner.run(command, stdin=stdin, timeout=timeout, on_output=on_output, env=env)
 
-    def put(self, data: bytes, path: str, *, mode: int = 0o644, sudo: bool = False) -> None:
-        self.inner.put(data, path, mode=mode)
-
     def get(self, path: str, *, sudo: bool = False) -> bytes:
         return self.inner.get(path)
 

@@ -24,7 +24,6 @@ import socket
 import subprocess
 import tempfile
 import threading
-import time
 from collections.abc import Sequence
 from functools import partial
 
@@ -80,7 +79,6 @@ class OpenSSHTransport:
         """The host's ssh settings as OpenSSH resolved them (`ssh -G`)."""
         self.connections_opened = 0
         self.channels_opened = 0
-        self.connect_seconds = 0.0
         self.inactivity_timeout: float | None = ssh.inactivity_timeout
         """Seconds a command may stay silent (see drive); HostRun lengthens it for apt."""
 
@@ -142,7 +140,6 @@ class OpenSSHTransport:
         with self._lock:
             if self._master_up():
                 return
-            start = time.monotonic()
             if self._dir is None:
                 self._dir = _control_dir()
             s = self.settings
@@ -175,7 +172,6 @@ class OpenSSHTransport:
             if res.returncode != 0 or not self._master_up():
                 raise self._failure(res.stderr)
             self.connections_opened += 1
-            self.connect_seconds = time.monotonic() - start
 
     @property
     def user(self) -> str:
@@ -259,20 +255,6 @@ class OpenSSHTransport:
         return res
 
     # -- files ------------------------------------------------------------------------------
-
-    def put(self, data: bytes, path: str, *, mode: int = 0o644, sudo: bool = False) -> None:
-        """Through the command's stdin into a temporary file next to `path`, then renamed
-        over it (readers see the old or the new file)."""
-        directory = os.path.dirname(path) or "."
-        script = (
-            "umask 077; "
-            f"tmp=$(mktemp {shlex.quote(directory + '/.gpunode-XXXXXXXX')}) || exit 1; "
-            f'if cat > "$tmp" && chmod {mode:o} "$tmp" && mv -f "$tmp" {shlex.quote(path)}; '
-            'then exit 0; fi; rm -f "$tmp"; exit 1'
-        )
-        res = self.run(script, sudo=sudo, stdin=data)
-        if not res.ok:
-            raise TransportError(f"cannot write {path} on {self.name}: {res.stderr.strip()}")
 
     def get(self, path: str, *, sudo: bool = False) -> bytes:
         """Through base64 (a command's output is read as text)."""

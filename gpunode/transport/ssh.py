@@ -8,8 +8,6 @@ than hanging the run. Agent forwarding is never requested.
 from __future__ import annotations
 
 import contextlib
-import os
-import secrets
 import select
 import shlex
 import socket
@@ -123,7 +121,6 @@ class SSHTransport:
         self.endpoint: Endpoint | None = None
         self.connections_opened = 0
         self.channels_opened = 0
-        self.connect_seconds = 0.0
         self.inactivity_timeout: float | None = ssh.inactivity_timeout
         """Seconds a command may stay silent (see drive); HostRun lengthens it for apt."""
 
@@ -134,7 +131,6 @@ class SSHTransport:
             if self._clients and self._active():
                 return
             self._close_clients()
-            start = time.monotonic()
             try:
                 ep = resolve(self.address, self.settings, load_config(self.settings.config_file))
             except (ValueError, OSError) as exc:
@@ -151,7 +147,6 @@ class SSHTransport:
             except BaseException:
                 self._close_clients()
                 raise
-            self.connect_seconds = time.monotonic() - start
 
     def _unread_hint(self, exc: HostUnreachableError) -> HostUnreachableError:
         """The failure, and what the ssh config says that this transport did not read: a
@@ -352,38 +347,6 @@ class SSHTransport:
             self.channels_opened += 1
             self._sftp = client
         return self._sftp
-
-    def put(self, data: bytes, path: str, *, mode: int = 0o644, sudo: bool = False) -> None:
-        sftp = self._sftp_client()
-        tag = secrets.token_hex(6)
-        if sudo:
-            tmp = f"/tmp/.gpunode-put-{tag}"
-            self._sftp_write(sftp, tmp, data, 0o600)
-            new = f"{path}.gpunode-{tag}"
-            script = (
-                f"install -m {mode:o} {shlex.quote(tmp)} {shlex.quote(new)} && "
-                f"mv -f {shlex.quote(new)} {shlex.quote(path)}; rc=$?; "
-                f"rm -f {shlex.quote(tmp)}; exit $rc"
-            )
-            res = self.run(script, sudo=True)
-            if not res.ok:
-                self.run(["rm", "-f", tmp])
-                raise TransportError(f"cannot write {path} on {self.name}: {res.stderr.strip()}")
-            return
-        tmp = f"{os.path.dirname(path) or '.'}/.gpunode-{tag}"
-        try:
-            self._sftp_write(sftp, tmp, data, mode)
-            sftp.posix_rename(tmp, path)  # atomic replace
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                sftp.remove(tmp)
-            raise TransportError(f"cannot write {path} on {self.name}: {exc}") from None
-
-    @staticmethod
-    def _sftp_write(sftp: paramiko.SFTPClient, path: str, data: bytes, mode: int) -> None:
-        with sftp.open(path, "wb") as fh:
-            fh.chmod(mode)
-            fh.write(data)
 
     def get(self, path: str, *, sudo: bool = False) -> bytes:
         if sudo:

@@ -15,7 +15,7 @@ from textual.widgets import DataTable, Log, Static
 from gpunode.safetext import printable
 from gpunode.tui.filtering import matches
 from gpunode.tui.fmt import bar, elapsed, inert, mark
-from gpunode.tui.runstate import HostRun, RunState, Step
+from gpunode.tui.runstate import HostProgress, RunState, Step
 from gpunode.tui.tablesync import SCROLLBAR, Cell, TableSync
 
 # (label, width, priority): host and status always; then the counts, progress, the step.
@@ -32,7 +32,7 @@ COLUMNS = (
 )
 
 
-def host_cells(h: HostRun, now: float) -> list[Cell]:
+def host_cells(h: HostProgress, now: float) -> list[Cell]:
     m, style = mark(h.status)
     step = h.step or (h.message if h.final else h.detail)
     progress = f"{bar(h.done, h.total)} {h.done}/{h.total}" if h.total else ""
@@ -67,7 +67,7 @@ def step_mark(step: Step) -> tuple[str, str]:
     return STEP_MARKS.get(step.status, ("?", ""))
 
 
-def plan_text(h: HostRun) -> Text:
+def plan_text(h: HostProgress) -> Text:
     """The selected host's status, plan and diffs. Built as Text, never markup: commands
     and messages are full of brackets and `=` that a markup parser would take for tags."""
     out = Text()

@@ -49,7 +49,9 @@ class Step:
 
 
 @dataclass
-class HostRun:
+class HostProgress:
+    """One host as the run view shows it, folded from the events."""
+
     name: str
     status: str = "waiting"
     detail: str = ""
@@ -114,12 +116,6 @@ class HostRun:
             return None
         return (self.finished if self.finished is not None else now) - self.started
 
-    def output_lines(self) -> list[str]:
-        lines = list(self.output)
-        if self.partial:
-            lines.append(self.partial)
-        return lines
-
     def add_line(self, line: str) -> None:
         self.output.append(line)
         self.lines_total += 1
@@ -140,7 +136,7 @@ class HostRun:
 
 class RunState:
     def __init__(self, hosts: Iterable[str] = (), clock: Callable[[], float] = time.time) -> None:
-        self.hosts: dict[str, HostRun] = {h: HostRun(h) for h in hosts}
+        self.hosts: dict[str, HostProgress] = {h: HostProgress(h) for h in hosts}
         self.clock = clock
         self.command = ""
         self.running = False
@@ -149,17 +145,17 @@ class RunState:
         self.exit_code: int | None = None
         self.finished: dict[str, ev.HostRecap] = {}
 
-    def host(self, name: str) -> HostRun:
+    def host(self, name: str) -> HostProgress:
         h = self.hosts.get(name)
         if h is None:
-            h = self.hosts[name] = HostRun(name)
+            h = self.hosts[name] = HostProgress(name)
         return h
 
     def retry(self, names: Iterable[str]) -> None:
         """Hosts about to run again start from a clean row."""
         for n in names:
             old = self.host(n)
-            self.hosts[n] = HostRun(n, smoke={})
+            self.hosts[n] = HostProgress(n, smoke={})
             del old
         self.running = True
         self.exit_code = None
@@ -167,7 +163,7 @@ class RunState:
     def retryable(self) -> list[str]:
         return [h.name for h in self.hosts.values() if h.status in ("failed", "unreachable")]
 
-    def _begin(self, h: HostRun, ts: float) -> None:
+    def _begin(self, h: HostProgress, ts: float) -> None:
         if h.started is None:
             h.started = ts
 
@@ -267,7 +263,7 @@ class RunState:
         return h.name
 
     @staticmethod
-    def _reboot_steps(h: HostRun, reason: str, was: str, now: str) -> None:
+    def _reboot_steps(h: HostProgress, reason: str, was: str, now: str) -> None:
         """The plan's reboot entries go `was` -> `now`; a reboot no plan named (a module
         reload refused: the executor reboots instead) gets an entry of its own."""
         found = [s for s in h.steps if only_reboot(s.change) and s.status == was]

@@ -22,7 +22,6 @@ from gpunode.monitor.board import HostView
 from gpunode.monitor.model import GpuSample
 
 Names = Literal["dcgm", "simple"]
-NAMES: tuple[Names, ...] = ("dcgm", "simple")
 Kind = Literal["gauge", "counter"]
 
 DCGM_LABELS = (

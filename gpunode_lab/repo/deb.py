@@ -12,7 +12,6 @@ import io
 import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 LIBDIR = "/usr/lib/x86_64-linux-gnu"  # where the packages put their libraries
 
@@ -167,7 +166,3 @@ def deb_bytes(pkg: Package) -> bytes:
     )
 
 
-def write_deb(pkg: Package, folder: Path) -> Path:
-    path = folder / pkg.filename
-    path.write_bytes(deb_bytes(pkg))
-    return path

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import Lab, apply, of, on_host, wait_for_ssh
 
 from gpunode import compat
+from tests.conftest import until
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -125,20 +129,41 @@ def test_dpkg_lock_released_within_the_timeout_is_waited_for(lab: Lab, tmp_path:
              "cuda_env": False, "smoke": []}  # fmt: skip
     inv = lab.inventory(tmp_path, **stack)
     assert lab.gpunode("lab", "fault", "lab-02", "dpkg-lock").returncode == 0
-    start = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "-m", "gpunode", "apply", str(inv), "--yes", "--json", "-l", "lab-02"],
         env=lab.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    try:
-        time.sleep(4)  # the apply is waiting on the lock now (its keyring step comes first)
-        assert proc.poll() is None, proc.communicate()
+    seen: list[tuple[float, dict[str, Any]]] = []  # (when it was read, the event)
+
+    def read() -> None:
+        assert proc.stdout is not None
+        seen.extend((time.monotonic(), json.loads(line)) for line in proc.stdout if line[:1] == "{")
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+
+    def keyring_started() -> dict[str, Any] | None:
+        return next((e for _, e in list(seen) if e["event"] == "change-started"
+                     and "cuda-keyring" in " ".join(e["commands"])), None)  # fmt: skip
+
+    try:  # the keyring's install (dpkg -i) is running, under the held lock
+        until(lambda: keyring_started() is not None or proc.poll() is not None, 120,
+              "the keyring's change started")  # fmt: skip
+        assert keyring_started() is not None and proc.poll() is None, (
+            f"apply exited {proc.poll()} first: {[e['event'] for _, e in seen][-5:]}"
+        )
     finally:
+        released = time.monotonic()
         assert lab.gpunode("lab", "fault", "lab-02", "dpkg-lock", "--off").returncode == 0
-    out, err = proc.communicate(timeout=600)
-    seconds = time.monotonic() - start
-    assert proc.returncode == 0, out[-2000:] + err[-2000:]
-    assert seconds >= 4
+    assert proc.wait(timeout=600) == 0, proc.stderr.read()[-2000:] if proc.stderr else ""
+    reader.join(10)
+    started = keyring_started()
+    assert started is not None
+    # it waited for the lock: the change finished only once the lock was let go
+    finished = [(t, e) for t, e in seen if e["event"] == "change-finished"
+                and e["index"] == started["index"]]  # fmt: skip
+    assert len(finished) == 1 and finished[0][1]["status"] == "changed", finished
+    assert finished[0][0] > released
     pk = on_host(inv, "lab-02", "dpkg-query -W -f='${Package} ${Version}\\n' cuda-keyring")
     assert pk.strip() == "cuda-keyring 1.1-1"
     assert on_host(inv, "lab-02", "dpkg --audit").strip() == ""

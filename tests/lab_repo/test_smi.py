@@ -18,7 +18,7 @@ from gpunode_lab.gpumodels import MODELS, gpus_document
 from gpunode_lab.repo import smi_sim
 from tests.smi_readers import CAPTURE_FIELDS, parse_smi_list, parse_smi_xml
 
-FIX = Path(__file__).parent.parent / "fixtures" / "smi"
+FIX = Path(__file__).parent.parent / "fixtures" / "facts"
 X2 = FIX / "h200x2-ubuntu2404"
 X1 = FIX / "h200-ubuntu2404"
 SCRIPT = str(resources.files("gpunode_lab.repo") / "smi_sim.py")

@@ -21,8 +21,6 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, create_model
 from gpunode.changes import Change, Step
 from gpunode.facts.model import HostFacts
 
-APT_ENV = "DEBIAN_FRONTEND=noninteractive"
-
 
 class Args(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -143,7 +141,6 @@ class OpContext:
         reboot: bool = False,
         apt: bool = False,
         path: str | None = None,
-        before: str | None = None,
         after: str | None = None,
         sudo: bool = True,
     ) -> Change:
@@ -163,7 +160,6 @@ class OpContext:
             long_running=op.long_running,
             before_reboot=op.before_reboot,
             path=path,
-            before=before,
             after=after,
             tags=self.tags,
         )
