@@ -114,6 +114,14 @@ COMPONENTS: tuple[Component, ...] = (
         facts=("packages",),
         dpkg=("libnvinfer*", "libnvonnxparsers*", "tensorrt*", "python3-libnvinfer*"),
     ),
+    Component(
+        "dcgm", "Dcgm", "dcgm", "DCGM", "dcgm",
+        packages=("datacenter-gpu-manager-4-cuda{major}", "datacenter-gpu-manager-4-core"),
+        per_cuda_major=True, repository="nvidia", policy="package", hold=True,
+        smoke=("dcgm",),
+        facts=("packages", "module"),
+        dpkg=("datacenter-gpu-manager*",),
+    ),
     Component("cuda_env", "bool", "cuda_env", facts=("toolkits",)),
     Component(
         "conda", "Conda", "conda",
@@ -189,6 +197,7 @@ SMOKE_TESTS: tuple[SmokeTest, ...] = (
     SmokeTest("containers", "check_containers.py", "system", args=("{count}", "{image}"),
               selected="asked"),
     SmokeTest("tensorrt", "check_tensorrt.py", "bindings", "tensorrt", selected="declared"),
+    SmokeTest("dcgm", "check_dcgm.py", "system", args=("{count}",), selected="declared"),
 )  # fmt: skip
 
 SUITE_TESTS: tuple[str, ...] = tuple(t.name for t in SMOKE_TESTS)

@@ -100,12 +100,12 @@ def test_builtin_roles_follow_the_declaration() -> None:
 
 def test_default_smoke_tests_add_the_declared_components() -> None:
     bare = Host.model_validate({"name": "h", "connection": "local"})
-    trt = Host.model_validate(
-        {"name": "h", "connection": "local", "stack": {"tensorrt": "10", "cuda": {}}}
+    both = Host.model_validate(
+        {"name": "h", "connection": "local", "stack": {"tensorrt": "10", "dcgm": {}}}
     )
     always = [t.name for t in SMOKE_TESTS if t.selected == "always"]
     assert selected_tests(bare) == always
-    assert selected_tests(trt) == [*always, "tensorrt"]
+    assert selected_tests(both) == [*always, "tensorrt", "dcgm"]
 
 
 def test_smoke_only_containers_is_accepted(tmp_path: Path) -> None:

@@ -541,6 +541,20 @@ class TensorRT(Package):
     """The headers, development libraries and trtexec (tensorrt-dev, libnvinfer-bin)."""
 
 
+DCGM_SPEC = r"\A(4(\.[0-9]+)*|1:4(\.[0-9]+)+-[0-9A-Za-z.+~]+)\Z"
+"""A DCGM 4 series or an exact Debian version, with NVIDIA's epoch ("1:4.5.2-1")."""
+
+
+class Dcgm(Package):
+    """NVIDIA DCGM 4 from NVIDIA's CUDA repository (datacenter-gpu-manager-4-cuda<major>,
+    the build for the default toolkit's CUDA major, and its core) with its nvidia-dcgm
+    service running; `dcgm: "4.5"` is short for `dcgm: {version: "4.5"}`."""
+
+    version: Annotated[str, StringConstraints(pattern=DCGM_SPEC)] = "4"
+    """A DCGM 4 series ("4", "4.5": an installed one is kept, else the newest the repository
+    has) or an exact Debian version ("1:4.5.2-1")."""
+
+
 NcclEnvValue = Annotated[str | int, AfterValidator(env_value)]
 BinDir = Annotated[str, AfterValidator(bin_dir)]
 
@@ -600,6 +614,9 @@ class Stack(Strict):
     tensorrt: Annotated[TensorRT | None, Field(json_schema_extra=_spec_alone_schema)] = None
     """TensorRT, the build for the default toolkit's CUDA major (a version spec alone, or
     a mapping); none: not managed."""
+    dcgm: Annotated[Dcgm | None, Field(json_schema_extra=_spec_alone_schema)] = None
+    """NVIDIA DCGM and its nvidia-dcgm service, the build for the default toolkit's CUDA
+    major (a version spec alone, or a mapping); none: not managed."""
     cuda_env: bool = False
     """Set CUDA_HOME, PATH and LD_LIBRARY_PATH for every login shell."""
     conda: Conda | None = None

@@ -2,13 +2,14 @@
 versions and shapes, as nvidia_repo.yaml says NVIDIA (or a lagging mirror) publishes them.
 
 Package contents are tiny stand-ins; catalog_driver, catalog_kernel, catalog_toolkit,
-catalog_cudnn, catalog_nccl and catalog_tensorrt write them.
+catalog_cudnn, catalog_nccl, catalog_tensorrt and catalog_dcgm write them.
 """
 
 from __future__ import annotations
 
 from gpunode_lab.repo import nvidia_repo
 from gpunode_lab.repo.catalog_cudnn import cudnn8_packages, cudnn9_packages
+from gpunode_lab.repo.catalog_dcgm import dcgm_packages
 from gpunode_lab.repo.catalog_driver import driver_packages
 from gpunode_lab.repo.catalog_kernel import kernel_packages
 from gpunode_lab.repo.catalog_nccl import nccl_packages
@@ -27,6 +28,7 @@ def packages_for(distro: str, mirror: str = "full") -> list[Package]:
     out += cudnn9_packages(folder.cudnn9, majors) + cudnn8_packages(folder.cudnn8)
     out += nccl_packages(folder.nccl)
     out += tensorrt_packages(folder.tensorrt)
+    out += dcgm_packages(folder.dcgm)
     for tk in folder.toolkits:
         out += toolkit_packages(tk)
     gone = nvidia_repo.withheld_packages(mirror)

@@ -44,7 +44,8 @@ class Package:
 
     @property
     def filename(self) -> str:
-        return f"{self.name}_{self.version}_{self.architecture}.deb"
+        # as Debian's pools name them: without the epoch (DCGM's 1:4.5.2-1)
+        return f"{self.name}_{self.version.split(':', 1)[-1]}_{self.architecture}.deb"
 
     def control_fields(self) -> list[tuple[str, str]]:
         size_kib = max(1, sum(len(f.data) for f in self.files) // 1024)

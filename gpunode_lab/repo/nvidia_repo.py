@@ -6,7 +6,7 @@ gpunode has to cope with what NVIDIA (and a mirror lagging behind it) really pub
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -50,6 +50,7 @@ class Folder:
     cudnn8: tuple[str, ...]
     nccl: tuple[str, ...]  # builds: 2.21.5-1+cuda12.4
     tensorrt: tuple[str, ...] = ()  # builds: 10.13.3.9-1+cuda13.0
+    dcgm: dict[str, tuple[str, ...]] = field(default_factory=dict)  # release -> CUDA majors
 
 
 def _text() -> str:
@@ -124,6 +125,10 @@ def tensorrt_builds() -> tuple[str, ...]:
     )
 
 
+def dcgm_releases() -> dict[str, tuple[str, ...]]:
+    return {str(r): tuple(str(m) for m in ms) for r, ms in data().get("dcgm", {}).items()}
+
+
 def withheld(distro: str, mirror: str) -> dict[str, set[str]]:
     """Per table (drivers, cudnn9, nccl): what this folder of this mirror leaves out."""
     if mirror not in MIRRORS:
@@ -158,6 +163,7 @@ def folder(distro: str, mirror: str = "full") -> Folder:
         cudnn8=tuple(str(v) for v in data()["cudnn8"]),
         nccl=tuple(b for b in nccl_builds() if b not in left_out["nccl"]),
         tensorrt=tensorrt_builds(),
+        dcgm=dcgm_releases(),
     )
 
 
