@@ -34,7 +34,7 @@ def probe(transport: Transport, host: Host, timeout: float = 120.0) -> Inputs:
     res = transport.run(probe_command(prefixes), stdin=script(), timeout=timeout)
     if "### end" not in res.stdout and not res.ok:
         raise TransportError(f"doctor probe failed (exit {res.exit_code}): {res.stderr.strip()}")
-    return Inputs(host, facts, parse_probe(res.stdout))
+    return Inputs(host, facts, parse_probe(res.whole_stdout))
 
 
 def diagnose_all(

@@ -263,7 +263,7 @@ class HostRun:
     def _host_catalog(self, names: tuple[str, ...], facts: HostFacts, nvidia: str) -> Catalog:
         res = self.t.run(madison_command(names), timeout=self.opts.facts_timeout)
         self.result.round_trips += 1
-        return HostCatalog(res.stdout if res.ok else "", repo_folder(nvidia, facts))
+        return HostCatalog(res.whole_stdout if res.ok else "", repo_folder(nvidia, facts))
 
     # -- the run -------------------------------------------------------------------------------
 
@@ -534,7 +534,8 @@ class HostRun:
                     # it ended, failing, and says so: no cut to run again. The next apply
                     # plans from the facts, and never replays a task the inventory dropped
                     self._journal_end(c)
-                output = StepOutput.capped(step.shown(), res.exit_code, res.stdout, res.stderr)
+                output = StepOutput.capped(step.shown(), res.exit_code, res.stdout, res.stderr,
+                                           cut=(res.stdout_cut, res.stderr_cut))  # fmt: skip
                 return self._change_failed(c, i, start, done, why, diff, output)
         if any(s.installs for s in c.steps):
             self.installed = True

@@ -22,11 +22,18 @@ class StepOutput:
 
     @classmethod
     def capped(
-        cls, command: str, exit_code: int | None, stdout: str, stderr: str, cap: int = OUTPUT_CAP
+        cls,
+        command: str,
+        exit_code: int | None,
+        stdout: str,
+        stderr: str,
+        cap: int = OUTPUT_CAP,
+        cut: tuple[int, int] = (0, 0),
     ) -> StepOutput:
+        """`cut`: bytes the transport already dropped from each stream's start."""
         out, out_cut = _tail(stdout, cap)
         err, err_cut = _tail(stderr, cap)
-        return cls(command, exit_code, out, err, out_cut, err_cut)
+        return cls(command, exit_code, out, err, out_cut + cut[0], err_cut + cut[1])
 
 
 def _tail(text: str, cap: int) -> tuple[str, int]:

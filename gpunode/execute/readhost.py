@@ -44,7 +44,7 @@ def read_host(
         command = f"{command}\n{probe_script(probes)}"
     start = time.monotonic()
     res = transport.run(command, sudo=sudo, timeout=timeout)
-    text, _, tail = res.stdout.partition(f"\n{MARK}\n")
+    text, _, tail = res.whole_stdout.partition(f"\n{MARK}\n")
     if "### end" not in text and not res.ok:
         raise TransportError(f"facts script failed (exit {res.exit_code}): {res.stderr.strip()}")
     facts = parse_facts(text)

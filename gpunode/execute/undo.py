@@ -70,7 +70,7 @@ class Undo:
 
 def _read(t: Transport, path: str) -> bytes | None:
     res = t.run(["cat", "--", path], sudo=True, timeout=30)
-    return res.stdout.encode() if res.ok else None
+    return res.whole_stdout.encode() if res.ok else None  # cut: refused, never taken whole
 
 
 def _do(

@@ -72,7 +72,7 @@ def export_envs(transport: Transport, host: Host, timeout: float = 300.0) -> lis
         return []
     paths = [e.path for e in facts.conda.envs]
     res = transport.run(export_command(facts.conda.prefix, paths), timeout=timeout)
-    return parse_exports(facts, res.stdout)
+    return parse_exports(facts, res.whole_stdout)
 
 
 def export_all(

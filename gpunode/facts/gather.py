@@ -96,7 +96,7 @@ def gather(
     res = transport.run(command, timeout=timeout)
     if "### end" not in res.stdout and not res.ok:
         raise TransportError(f"facts script failed (exit {res.exit_code}): {res.stderr.strip()}")
-    facts = parse_facts(res.stdout)
+    facts = parse_facts(res.whole_stdout)  # a cut output is refused, never parsed
     facts.gather_seconds = round(time.monotonic() - start, 4)
     return facts
 

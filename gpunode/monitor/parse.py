@@ -180,6 +180,11 @@ def parse_ps_users(text: str) -> dict[int, str]:
     return users
 
 
+LINE_MAX = 64 << 10
+"""Characters of an unfinished line kept: no query row comes near; a host that prints
+without newlines (a spewing host) has the start of that line dropped, not kept growing."""
+
+
 class LineSplitter:
     """Turn output chunks (split anywhere) into whole lines."""
 
@@ -189,5 +194,6 @@ class LineSplitter:
     def feed(self, chunk: str) -> Iterator[str]:
         data = self._rest + chunk
         *lines, self._rest = data.split("\n")
+        self._rest = self._rest[-LINE_MAX:]
         for line in lines:
             yield line.rstrip("\r")

@@ -48,6 +48,10 @@ class BecomeError(TransportError):
     """sudo refused: wrong password, or a password is needed and none was given."""
 
 
+class OutputCutError(TransportError):
+    """A command printed more than the transport keeps, and its caller needs all of it."""
+
+
 @dataclass(frozen=True)
 class CommandResult:
     command: str
@@ -55,10 +59,23 @@ class CommandResult:
     stdout: str
     stderr: str
     seconds: float
+    stdout_cut: int = 0
+    """Bytes dropped from the start of stdout: only its end is kept (transport/ring.py)."""
+    stderr_cut: int = 0
 
     @property
     def ok(self) -> bool:
         return self.exit_code == 0
+
+    @property
+    def whole_stdout(self) -> str:
+        """stdout for a parser that needs all of it: a cut one is refused, never parsed."""
+        if self.stdout_cut:
+            raise OutputCutError(
+                f"{self.command}: printed more than gpunode keeps of a command's output "
+                f"({self.stdout_cut} bytes dropped from its start); refusing to read it cut"
+            )
+        return self.stdout
 
 
 def quote(value: str) -> str:

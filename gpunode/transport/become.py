@@ -206,4 +206,4 @@ def read_with_sudo(transport: Transport, path: str) -> bytes:
     res = transport.run(["base64", "-w0", "--", path], sudo=True)
     if not res.ok:
         raise TransportError(f"cannot read {path}: {res.stderr.strip()}")
-    return base64.b64decode(res.stdout)
+    return base64.b64decode(res.whole_stdout)

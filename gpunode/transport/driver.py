@@ -17,6 +17,7 @@ from gpunode.transport.base import (
     OutputCallback,
 )
 from gpunode.transport.become import Become
+from gpunode.transport.ring import OutputRing
 
 
 class Process(Protocol):
@@ -54,13 +55,13 @@ def drive(
         "stdout": codecs.getincrementaldecoder("utf-8")("replace"),
         "stderr": codecs.getincrementaldecoder("utf-8")("replace"),
     }
-    out: list[str] = []
-    err: list[str] = []
+    # the end of each stream is kept (bounded); on_output sees every chunk as it comes
+    out, err = OutputRing(), OutputRing()
 
     def emit(stream: Literal["stdout", "stderr"], text: str) -> None:
         if not text:
             return
-        (out if stream == "stdout" else err).append(text)
+        (out if stream == "stdout" else err).add(text)
         if on_output is not None:
             on_output(stream, text)
 
@@ -116,7 +117,9 @@ def drive(
     return CommandResult(
         command=shown,
         exit_code=code,
-        stdout="".join(out),
-        stderr="".join(err),
+        stdout=out.text(),
+        stderr=err.text(),
         seconds=time.monotonic() - start,
+        stdout_cut=out.cut,
+        stderr_cut=err.cut,
     )

@@ -265,7 +265,7 @@ class OpenSSHTransport:
         res = self.run(["base64", "-w0", "--", path])
         if not res.ok:
             raise TransportError(f"cannot read {path} on {self.name}: {res.stderr.strip()}")
-        return base64.b64decode(res.stdout)
+        return base64.b64decode(res.whole_stdout)
 
     # -- forwards ---------------------------------------------------------------------------
 

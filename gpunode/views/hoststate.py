@@ -81,6 +81,18 @@ def xid_key(bus_id: str) -> str:
     return bus_id[-12:].rsplit(".", 1)[0].lower()
 
 
+def _slim(data: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A record without its failed steps' output and diffs (up to 2 MiB a change): a
+    long-running exporter holds every record it has read, so it holds the small part."""
+    if isinstance(data, dict) and isinstance(data.get("hosts"), dict):
+        for entry in data["hosts"].values():
+            for change in entry.get("changes") or [] if isinstance(entry, dict) else []:
+                if isinstance(change, dict):
+                    change.pop("output", None)
+                    change.pop("diff", None)
+    return data
+
+
 class RunRecords:
     """The run records (of one inventory, when `inventory` is given: records.InventoryId),
     read lazily and cached by modification time."""
@@ -108,6 +120,7 @@ class RunRecords:
             data: dict[str, Any] | None = records.load_run(path)
         except (OSError, ValueError):
             data = None  # half-written by an older gpunode, or not a record
+        data = _slim(data)
         self._cache[path] = (mtime, data)
         return data
 
