@@ -251,3 +251,11 @@ def test_every_link_between_the_docs_resolves() -> None:
             elif anchor and path.suffix == ".md" and anchor not in _anchors(path.read_text()):
                 broken.append(f"{doc.relative_to(ROOT)}: {target}#{anchor}")
     assert not broken, "\n".join(broken)
+
+
+def test_every_variable_gpunode_reads_is_documented() -> None:
+    from gpunode.cli.envvars import VARIABLES
+
+    guide = (ROOT / "docs" / "inventory-and-versions.md").read_text(encoding="utf-8")
+    for name, (meaning, _) in VARIABLES.items():
+        assert f"| `{name}` | {meaning} |" in guide, name

@@ -77,6 +77,9 @@ class LazyGroup(click.Group):
     ) -> tuple[str | None, click.Command | None, list[str]]:
         name, cmd, rest = super().resolve_command(ctx, args)
         if name in COMMANDS and cmd is not None:
+            from gpunode.cli import envvars
+
+            envvars.check(name, cmd)  # before gpunode.toml's settings join the environment
             ctx.default_map = {name: defaults_for(ctx, name, cmd, rest)}
         return name, cmd, rest
 

@@ -62,3 +62,29 @@ def test_ask_become_pass_without_a_terminal_says_how_else(inv: Path) -> None:
         "become_password_env in the inventory"
     )
     assert "interrupted" not in out.stderr and out.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "must"),
+    [
+        ("GPUNODE_HEARTBEAT", "abc", "a number of seconds above 0"),
+        ("GPUNODE_SSH_TRANSPORT", "ssh", "paramiko or openssh"),
+        ("GPUNODE_ALLOW_SSH_COMMANDS", "on", "1 or 0 (true/false, yes/no)"),
+    ],
+)
+def test_a_variable_gpunode_reads_is_checked_before_any_host(
+    inv: Path, var: str, value: str, must: str
+) -> None:
+    out = gpunode("plan", str(inv), **{var: value})
+    assert out.returncode == ExitCode.USAGE, out.stderr
+    assert f"error: environment variable {var}={value!r}: it must be {must}" in out.stderr
+    assert out.stdout == ""
+
+
+def test_a_mistyped_option_variable_is_named_not_ignored_silently(inv: Path) -> None:
+    out = gpunode("plan", str(inv), "--list-tags", GPUNODE_PLAN_FORK="3")
+    assert out.returncode == 0, out.stderr
+    assert (
+        "warning: GPUNODE_PLAN_FORK is no option of gpunode plan "
+        "(did you mean GPUNODE_PLAN_FORKS?): it is ignored" in out.stderr
+    )
