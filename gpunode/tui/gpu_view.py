@@ -243,6 +243,7 @@ class GpuView(Vertical):
             yield Static("No GPU monitor for this run.", id="gpu-none")
             return
         yield DataTable(id="gpu-table", cursor_type="row", zebra_stripes=True)
+        yield Static(id="gpu-detail")
         yield Static(id="proc-head")
         yield DataTable(id="proc-table", cursor_type="row", show_cursor=False)
 
@@ -253,6 +254,7 @@ class GpuView(Vertical):
         # Held, not looked up per tick: a timer may still fire while the screen is torn down.
         self._head = self.query_one("#gpu-head", Static)
         self._proc_head = self.query_one("#proc-head", Static)
+        self._detail = self.query_one("#gpu-detail", Static)
         self._table = self.query_one("#gpu-table", DataTable)
         self._procs = TableSync(self.query_one("#proc-table", DataTable), PROC_COLS)
         self._build_columns()
@@ -313,6 +315,7 @@ class GpuView(Vertical):
         keyed.sort(key=lambda r: (r[1][0][key], r[0]), reverse=rev)
         self.cells_written += self._sync.sync([(rid, cells) for rid, (_, cells) in keyed])
         self._update_head()
+        self._update_detail()
         if self.mode == "host":
             self._update_procs()
 
@@ -338,6 +341,23 @@ class GpuView(Vertical):
         if self.filter:
             head.append(f"  ·  filter: {self.filter}")
         self._head.update(inert(head))
+
+    def _update_detail(self) -> None:
+        """The overview's selected host, when it is not live: its state whole, wrapped (the
+        state column cuts it: "unreadable nvidia-smi: NVIDIA-SMI has failed because...")."""
+        v = self._views.get(self._sync.current_id() or "") if self.mode == "lab" else None
+        if v is None or v.link == "live":
+            self._detail.display = False
+            return
+        m, style = mark(v.link)
+        text = Text()
+        text.append(v.name, "bold").append("  ").append(f"{m} {_link_text(v, self.clock())}", style)
+        self._detail.update(inert(text))
+        self._detail.display = True
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id == "gpu-table" and hasattr(self, "_sync"):
+            self._update_detail()
 
     def _update_procs(self) -> None:
         v = self._views.get(self.host or "")

@@ -314,6 +314,10 @@ def output_type(kind: Kind) -> Any:
             "id": (str, ...),
             "command": (str, ...),
             "inventory": (str, ...),
+            "inventory_name": (
+                str | None,
+                Field(None, description="The inventory's `name:`, when it sets one."),
+            ),
             "options": (dict[str, Any], ...),
             "started": (float, ...),
             "finished": (float | None, ...),

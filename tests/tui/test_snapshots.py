@@ -14,6 +14,7 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Static
 
 from gpunode.tui.app import GpunodeApp
+from gpunode.tui.gpu_view import GpuView
 from gpunode.tui.smoke_view import SmokeView
 from tests.tui import scenario as sc
 
@@ -121,15 +122,29 @@ def test_run_view_at_80x24(snap_compare: Any) -> None:
     assert snap_compare(run_app(), terminal_size=SMALL, run_before=before)
 
 
+NO_DRIVER = (
+    "nvidia-smi: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+    "Make sure that the latest NVIDIA driver is installed and running."
+)
+
+
 def test_gpu_view_overview_at_80x24(snap_compare: Any) -> None:
+    board = sc.board()
+    board.set_status("gpu-c", "unreadable", NO_DRIVER)  # SSH works, nvidia-smi cannot read
     app = GpunodeApp(
-        mode="top", board=sc.board(), clock=sc.clock, title="gpunode top · fleet", fleet="fleet"
+        mode="top", board=board, clock=sc.clock, title="gpunode top · fleet", fleet="fleet"
     )
 
     async def before(pilot: Pilot[Any]) -> None:
         await settle(pilot)
         assert shown(pilot, "gpu-table") == ["", "host", "util%", "mem%", "max°C", "power W",
                                              "state"]  # fmt: skip
+        view = pilot.app.query_one("#gpus", GpuView)
+        assert view.cell_text("gpu-c", 10).startswith("unreadable nvidia-smi: NVIDIA-SMI")
+        await pilot.press("down", "down")  # gpu-c: its state whole under the table
+        await settle(pilot)
+        detail = str(pilot.app.query_one("#gpu-detail", Static).render())
+        assert NO_DRIVER in " ".join(detail.split())
 
     assert snap_compare(app, terminal_size=SMALL, run_before=before)
 
