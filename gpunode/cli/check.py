@@ -34,12 +34,16 @@ def check(inventory: str, limit: str | None, as_json: bool) -> None:
     """
     from gpunode.inventory.text import printable
     from gpunode.roles import search_path
-    from gpunode.roles.lint import role_problems
+    from gpunode.roles.lint import role_problems, shadow_warnings
     from gpunode.roles.walk import builtin_roles
 
     inv, hosts = _load_json(inventory, limit) if as_json else load_selected(inventory, limit)
     problems = _findings(inv, hosts)
-    roles = role_problems((r for h in hosts for r in builtin_roles(h)), search_path(inventory))
+    replace = {r for h in hosts for r in h.stack.replace_builtin_roles}
+    search = search_path(inventory)
+    roles = role_problems((r for h in hosts for r in builtin_roles(h)), search, replace)
+    for warning in shadow_warnings(search, replace):  # on stderr, --json or not
+        click.echo(printable(f"warning: {warning}"), err=True)
     if as_json:
         where_of = (p.rsplit(": ", 1) if ": " in p else ("", p) for p in roles)
         problems += [{"where": w, "field": "role", "message": m, "hosts": []} for w, m in where_of]
