@@ -223,8 +223,24 @@ def render(value: Any, ctx: dict[str, Any]) -> Any:
 
 
 def render_template(templates: Path, name: str, ctx: dict[str, Any]) -> str:
+    _own_file(templates, name)
     template = _env(templates).get_template(name)
     return _bounded(lambda: template.render(**ctx))
+
+
+def _own_file(templates: Path, name: str) -> None:
+    """A template is the role's own, world-readable file: never, through a symlink, a file
+    elsewhere on the controller (a key) whose content would go to every host."""
+    path = templates / name
+    if not path.exists():
+        return  # Jinja's TemplateNotFound says so
+    real, folder = path.resolve(), templates.resolve()
+    if folder not in real.parents:
+        raise SecurityError(f"{name} is {real}, outside the role's {folder}: copy it there")
+    if not os.stat(real).st_mode & 0o004:
+        raise SecurityError(
+            f"{name} is not world-readable: a private file is not sent to hosts as a template"
+        )
 
 
 def _pin(names: list[str], version: str | None) -> list[str]:

@@ -14,7 +14,7 @@ import pytest
 from conftest import plan_host
 from test_frameworks import NO_SYSTEMD, conda_stack, titled
 
-from gpunode.facts.model import HostFacts
+from gpunode.facts.model import HostFacts, OsRelease
 from gpunode.inventory import InventoryError, load
 from gpunode.records import private_file_note
 
@@ -82,3 +82,33 @@ def test_a_private_file_goes_to_hosts_only_declared_secret_and_then_0600_unshown
     host = load(inventory(tmp_path, "requirements_file: envs/t.txt")).hosts["gpu1"]
     (copy,) = titled(plan_host(host, fresh, probes=NO_SYSTEMD).changes, "conda: requirements file")
     assert "chmod -- 0644" in copy.commands[0] and private_file_note(None, copy.commands) == ""
+
+
+def test_a_role_template_linked_to_a_key_is_refused_naming_it(tmp_path: Path) -> None:
+    from gpunode.plan import plan_host as plan
+    from gpunode.roles import search_path
+    from gpunode.roles.loader import load_role
+
+    key = tmp_path / "home" / ".ssh" / "id_ed25519"
+    key.parent.mkdir(parents=True)
+    key.write_text(KEY)
+    key.chmod(0o600)
+    role = tmp_path / "site" / "roles" / "motd"
+    (role / "templates").mkdir(parents=True)
+    (role / "tasks.yaml").write_text(
+        "- name: motd\n  op: template\n  src: motd.j2\n  path: /etc/motd\n"
+    )
+    (role / "templates" / "motd.j2").symlink_to(key)
+    inv = tmp_path / "site" / "inventory.yaml"
+    inv.write_text("hosts:\n  gpu1: {connection: local, stack: {roles: [motd]}}\n")
+    load_role.cache_clear()
+    facts = HostFacts(os=OsRelease(id="ubuntu", version_id="22.04", codename="jammy"))
+    refused = plan(load(inv).hosts["gpu1"], facts, search=search_path(inv)).refused
+    assert refused is not None and f"motd.j2 is {key}, outside the role's" in refused
+    assert "BEGIN OPENSSH" not in refused
+    # a private file of the role's own is not sent either
+    (role / "templates" / "motd.j2").unlink()
+    (role / "templates" / "motd.j2").write_text("hello\n")
+    (role / "templates" / "motd.j2").chmod(0o600)
+    refused = plan(load(inv).hosts["gpu1"], facts, search=search_path(inv)).refused
+    assert refused is not None and "motd.j2 is not world-readable" in refused
