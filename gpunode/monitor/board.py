@@ -16,6 +16,9 @@ from dataclasses import dataclass, field
 from gpunode.monitor.model import GpuProcess, GpuSample, LinkStatus
 
 HISTORY = 60
+GPUS_MAX = 64
+"""GPUs kept per host: more than any machine has; rows a host invents past them (a spewing or
+hostile host printing new indexes) are dropped instead of growing the board."""
 
 
 @dataclass
@@ -84,6 +87,8 @@ class Board:
         with self._lock:
             h = self._host(host)
             for s in samples:
+                if s.index not in h.gpus and len(h.gpus) >= GPUS_MAX:
+                    continue
                 h.gpus[s.index] = s
                 hist = h.history.get(s.index)
                 if hist is None:

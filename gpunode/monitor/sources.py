@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Literal, Protocol
 
+from gpunode.monitor.board import GPUS_MAX
 from gpunode.monitor.model import GpuProcess, GpuSample
 from gpunode.monitor.parse import (
     BASE_FIELDS,
@@ -71,6 +72,8 @@ class EnergyMeter:
         if sample.energy_mj is not None or sample.power_draw_w is None:
             return sample
         key = sample.uuid or str(sample.index)
+        if key not in self._last and len(self._last) >= GPUS_MAX:
+            return sample  # a GPU a host invents past any machine's count: not metered
         total = self._total.get(key, 0.0)
         last = self._last.get(key)
         if last is not None and 0 < sample.ts - last[0] <= self.max_gap:
@@ -131,7 +134,8 @@ class SmiSource:
             for line in splitter.feed(chunk):
                 sample = parse_gpu_line(line, self.host, now, self.fields)
                 if sample is not None:
-                    self._uuids[sample.uuid] = sample.index
+                    if sample.uuid in self._uuids or len(self._uuids) < GPUS_MAX:
+                        self._uuids[sample.uuid] = sample.index
                     extra = self._dmon_values.get(sample.index)
                     if extra:
                         sample = sample.model_copy(update=extra)

@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gpunode.monitor.board import HISTORY, Board
+from gpunode.monitor.board import GPUS_MAX, HISTORY, Board
 from gpunode.monitor.parse import LINE_MAX, LineSplitter
+from gpunode.monitor.sources import EnergyMeter
 from gpunode.views.hoststate import RunRecords
 from tests.tui import scenario as sc
 
@@ -45,3 +46,17 @@ def test_history_is_a_window() -> None:
     for t in range(HISTORY * 3):
         board.add_samples("h1", sc.samples("h1", 2, t, sc.T0 + t))
     assert [len(h) for h in board.view("h1").history.values()] == [HISTORY, HISTORY]
+
+
+def test_gpus_a_host_invents_are_not_kept() -> None:
+    """A host printing rows with ever new indexes and UUIDs cannot grow the board or the
+    energy meter past GPUS_MAX GPUs."""
+    board = Board(["h1"], clock=sc.clock)
+    meter = EnergyMeter(max_gap=5.0)
+    base = sc.samples("h1", 1, 0, sc.T0)[0]
+    for i in range(GPUS_MAX * 4):
+        s = base.model_copy(update={"index": i, "uuid": f"GPU-made-up-{i}", "ts": sc.T0 + i})
+        board.add_samples("h1", [meter.add(s)])
+    view = board.view("h1")
+    assert sorted(view.gpus) == list(range(GPUS_MAX)) and len(view.history) == GPUS_MAX
+    assert len(meter._last) == GPUS_MAX

@@ -1,0 +1,253 @@
+"""Memory soak: `gpunode exporter` and `gpunode top` over lab hosts for minutes at 1 s.
+
+One lab of N hosts (its own state dir and loopback range). Each host gets a stand-in
+`nvidia-smi` (/usr/local/bin, first on PATH) that streams 8 GPUs' query rows every
+interval, as the real one does under `-lms`; the first host's also spews: SPEW MiB/s of
+junk on stdout and stderr, and now and then a megabyte with no newline. Then, side by side:
+
+- `gpunode exporter INVENTORY --interval 1`, its /metrics scraped every second;
+- `gpunode top INVENTORY --interval 1` on a pseudo-terminal of 80x24 (the real TUI).
+
+Both processes' RSS is read from /proc every second. The start is the median of the first
+10 samples after the warm-up (every host streaming, the spewing host's output buffers
+full), the end the median of the last 10; growth = (end - start) / start.
+
+    sudo python -m bench.memsoak                  # 10 hosts, 10 minutes (docs/benchmarks.md)
+    sudo python -m bench.memsoak --short          # 60 s, for a test
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import pty
+import statistics
+import struct
+import subprocess
+import sys
+import termios
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+NSENTER = ["nsenter", "-m", "-u", "-i", "-p", "-r", "-w"]
+ENV = ["/usr/bin/env", "-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]
+GROWTH_GOAL = 10.0  # percent
+SLOT = int(os.environ.get("GPUNODE_TEST_SLOT", "0"))  # as the tests: a lab and ports per slot
+
+# The stand-in nvidia-smi: the query's fields in order, honest values for what the monitor
+# shows, [N/A] for the rest (as nvidia-smi prints an unsupported field).
+FAKE_SMI = r"""#!/usr/bin/python3
+import sys, time
+SPEW = {spew}  # bytes per interval of junk on each stream (0: an honest host)
+args = sys.argv[1:]
+query = next((a.split("=", 1)[1] for a in args if a.startswith("--query-gpu=")), None)
+if query is None:
+    sys.exit(0)  # --query-compute-apps and the rest: no processes, nothing to say
+fields = query.split(",")
+ms = int(args[args.index("-lms") + 1]) if "-lms" in args else 0
+VALUES = {{"index": "{{i}}", "name": "NVIDIA H200", "uuid": "GPU-soak-{{i}}",
+          "pci.bus_id": "00000000:0{{i}}:00.0", "driver_version": "580.159.04",
+          "utilization.gpu": "{{u}}", "memory.total": "143771", "memory.used": "{{m}}",
+          "memory.free": "100000", "memory.reserved": "600", "temperature.gpu": "{{t}}",
+          "power.draw": "{{p}}", "power.limit": "700.00", "clocks.sm": "1980",
+          "clocks.mem": "3201"}}
+junk = ("spew " * 40 + "\n") * max(1, SPEW // 201)
+tick = 0
+while True:
+    rows = []
+    for i in range(8):
+        u, m, t, p = (tick * 7 + i * 13) % 101, 1024 + tick % 500, 40 + i, 100.5 + i
+        rows.append(", ".join(VALUES.get(f, "[N/A]").format(i=i, u=u, m=m, t=t, p=p)
+                              for f in fields))
+    out = "\n".join(rows) + "\n"
+    if SPEW:
+        out += junk
+        sys.stderr.write(junk)
+        if tick % 10 == 0:
+            out += "x" * (1 << 20)  # a megabyte with no newline
+        sys.stderr.flush()
+    sys.stdout.write(out)
+    sys.stdout.flush()
+    if not ms:
+        break
+    tick += 1
+    time.sleep(ms / 1000)
+"""
+
+
+class Lab:
+    def __init__(self, state: Path, net: int) -> None:
+        self.dir, self.net = state, net
+        self.env = {**os.environ, "GPUNODE_LAB_DIR": str(state)}
+
+    def gpunode(self, *args: str) -> str:
+        out = subprocess.run([sys.executable, "-m", "gpunode", *args], env=self.env, cwd=REPO,
+                             capture_output=True, text=True, check=False)  # fmt: skip
+        if out.returncode != 0:
+            raise RuntimeError(f"gpunode {' '.join(args)}: {out.stderr.strip()[-800:]}")
+        return out.stdout
+
+    def status(self) -> dict[str, Any]:
+        try:
+            doc: dict[str, Any] = json.loads(self.gpunode("lab", "status", "--json"))
+        except RuntimeError:
+            return {}
+        return doc
+
+    def up(self, hosts: int) -> list[str]:
+        doc = self.status()
+        names = [str(h["name"]) for h in doc.get("hosts") or [] if h.get("state") == "up"]
+        if len(names) < hosts:
+            if doc.get("hosts"):
+                self.gpunode("lab", "down")
+            self.gpunode("lab", "up", "--hosts", str(hosts), "--net", str(self.net))
+            doc = self.status()
+            names = [str(h["name"]) for h in doc["hosts"]]
+        return names[:hosts]
+
+    def write(self, host: str, path: str, text: str) -> None:
+        pid = next(str(h["init_pid"]) for h in self.status()["hosts"] if h["name"] == host)
+        script = f"cat > {path} && chmod 0755 {path}"
+        subprocess.run([*NSENTER, "-t", pid, "--", *ENV, "/bin/sh", "-c", script],
+                       input=text, text=True, check=True, timeout=60)  # fmt: skip
+
+
+def rss_kib(pid: int) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def start_top(inventory: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], int]:
+    """`gpunode top` on a pseudo-terminal of 80x24, its screen read and dropped."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpunode", "top", str(inventory), "--interval", "1"],
+        stdin=slave, stdout=slave, stderr=slave, env={**env, "TERM": "xterm-256color"},
+        cwd=REPO, start_new_session=True,
+    )  # fmt: skip
+    os.close(slave)
+
+    def drain() -> None:
+        while True:
+            try:
+                if not os.read(master, 65536):
+                    return
+            except OSError:
+                return
+
+    threading.Thread(target=drain, daemon=True).start()
+    return proc, master
+
+
+def scrape_forever(port: int, stop: threading.Event, seen: dict[str, Any]) -> None:
+    """/metrics once a second, as Prometheus would; the last page and the failures kept."""
+    while not stop.wait(1.0):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+                seen["metrics"] = r.read().decode()
+            seen["scrapes"] += 1
+        except Exception as exc:  # a failed scrape is counted; the soak goes on
+            seen["failed"] += 1
+            seen["error"] = repr(exc)
+
+
+def soak(args: argparse.Namespace) -> dict[str, Any]:
+    lab = Lab(Path(args.state), args.net)
+    names = lab.up(args.hosts)
+    spewer = names[0]
+    for name in names:
+        spew = int(args.spew * (1 << 20) * args.interval) if name == spewer else 0
+        lab.write(name, "/usr/local/bin/nvidia-smi", FAKE_SMI.format(spew=spew))
+    inventory = Path(args.state) / "memsoak-inventory.yaml"
+    inventory.write_text(lab.gpunode("lab", "inventory"))
+    env = {**os.environ, "GPUNODE_STATE_DIR": str(Path(args.state) / "gpunode-state")}
+    exporter = subprocess.Popen(
+        [sys.executable, "-m", "gpunode", "exporter", str(inventory), "--interval",
+         str(args.interval), "--listen", f"127.0.0.1:{args.port}"],
+        env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+    top, master = start_top(inventory, env)
+    stop = threading.Event()
+    seen: dict[str, Any] = {"metrics": "", "scrapes": 0, "failed": 0, "error": ""}
+    scraper = threading.Thread(target=scrape_forever, args=(args.port, stop, seen), daemon=True)
+    scraper.start()
+    samples: dict[str, list[tuple[float, int]]] = {"exporter": [], "top": []}
+    t0 = time.monotonic()
+    try:
+        while time.monotonic() - t0 < args.warmup + args.seconds:
+            for label, proc in (("exporter", exporter), ("top", top)):
+                if proc.poll() is not None:
+                    raise RuntimeError(f"{label} exited ({proc.returncode}) during the soak")
+                kib = rss_kib(proc.pid)
+                if kib is not None:
+                    samples[label].append((time.monotonic() - t0, kib))
+            time.sleep(1.0)
+    finally:
+        stop.set()
+        for proc in (exporter, top):
+            proc.terminate()
+        for proc in (exporter, top):
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        os.close(master)
+    metrics = seen["metrics"]
+    streaming = sorted(n for n in names if f'Hostname="{n}"' in metrics)
+    result: dict[str, Any] = {
+        "hosts": len(names), "spewer": spewer, "spew_mib_per_s": args.spew,
+        "interval_s": args.interval, "warmup_s": args.warmup, "seconds": args.seconds,
+        "hosts_in_metrics": streaming, "scrapes": seen["scrapes"],
+        "failed_scrapes": seen["failed"], "last_scrape_error": seen["error"],
+    }  # fmt: skip
+    for label, rows in samples.items():
+        after = [kib for t, kib in rows if t >= args.warmup]
+        start, end = statistics.median(after[:10]), statistics.median(after[-10:])
+        result[label] = {
+            "start_mib": round(start / 1024, 1), "end_mib": round(end / 1024, 1),
+            "peak_mib": round(max(after) / 1024, 1),
+            "growth_pct": round(100 * (end - start) / start, 1),
+        }  # fmt: skip
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--hosts", type=int, default=10)
+    p.add_argument("--seconds", type=float, default=600.0, help="measured, after the warm-up")
+    p.add_argument("--warmup", type=float, default=30.0)
+    p.add_argument("--short", action="store_true", help="60 s measured, 20 s warm-up")
+    p.add_argument("--interval", type=float, default=1.0)
+    p.add_argument("--spew", type=float, default=2.0, help="MiB/s the first host spews")
+    state = "/var/tmp/gpunode-memsoak" + (f"-slot{SLOT}" if SLOT else "")
+    p.add_argument("--state", default=os.environ.get("GPUNODE_MEMSOAK_STATE", state))
+    p.add_argument("--net", type=int, default=79 + 256 * SLOT, help="the lab's --net")
+    p.add_argument("--port", type=int, default=19835 + SLOT)
+    p.add_argument("--json", dest="json_out", help="also write the result here")
+    args = p.parse_args(argv)
+    if args.short:
+        args.seconds, args.warmup = 60.0, 20.0
+    result = soak(args)
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.json_out:
+        Path(args.json_out).write_text(text + "\n")
+    worst = max(result["exporter"]["growth_pct"], result["top"]["growth_pct"])
+    return 0 if worst < GROWTH_GOAL and len(result["hosts_in_metrics"]) == args.hosts else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
