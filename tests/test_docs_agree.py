@@ -208,7 +208,9 @@ def test_every_command_page_shows_an_example() -> None:
         if page.name == "README.md":
             continue
         examples = page.read_text(encoding="utf-8").split("## Examples\n\n```sh\n", 1)[1]
-        assert not examples.startswith("```"), f"{page.name}: no example"
+        assert not examples.startswith("```"), (
+            f"{page.name}: no example: add one to EXAMPLES in gpunode/reference/commands.py"
+        )
 
 
 def test_the_readmes_install_lines_are_the_ones_the_fresh_machine_check_runs() -> None:
