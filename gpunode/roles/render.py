@@ -47,42 +47,60 @@ MAX_GROWTH = 64 * 2**20
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
+_statm: list[int] = []  # this process's /proc/self/statm, opened once (pread: no offset shared)
+
+
+def _rss() -> int:
+    """Resident memory in bytes (0 where /proc has none)."""
+    if not _statm:
+        try:
+            _statm.append(os.open("/proc/self/statm", os.O_RDONLY))
+        except OSError:
+            _statm.append(-1)
+    if _statm[0] < 0:
+        return 0
+    return int(os.pread(_statm[0], 64, 0).split()[1]) * _PAGE
+
+
 class _Budget:
     """A trace function for the template code of one render (this thread only): between
-    two lines it stops a render past its time or memory budget."""
+    two lines it stops a render past its time or memory budget (memory every 16 lines,
+    the size limits bounding what one line may add)."""
 
     def __init__(self) -> None:
         self.deadline = time.monotonic() + MAX_SECONDS
-        self.fd = os.open("/proc/self/statm", os.O_RDONLY) if os.path.exists("/proc") else -1
-        self.limit = self._rss() + MAX_GROWTH
-
-    def _rss(self) -> int:
-        if self.fd < 0:
-            return 0
-        return int(os.pread(self.fd, 64, 0).split()[1]) * _PAGE
+        self.limit = 0
+        self.events = 0
 
     def calls(self, frame: FrameType, event: str, arg: Any) -> Any:
-        # only frames of code Jinja compiled for the sandbox, never Python's own
+        # every call (a filter's generator resumed per item, too) counts; the lines of code
+        # Jinja compiled for the sandbox are followed, never Python's own
+        self.check()
         return self.lines if isinstance(frame.f_globals.get("environment"), RoleSandbox) else None
 
     def lines(self, frame: FrameType, event: str, arg: Any) -> Any:
+        self.check()
+        return self.lines
+
+    def check(self) -> None:
+        self.events += 1
+        if self.events % 16:
+            return
         if time.monotonic() > self.deadline:
             raise SecurityError(f"a render longer than {MAX_SECONDS:g} s is refused")
-        if self._rss() > self.limit:
+        if not self.limit:
+            self.limit = _rss() + MAX_GROWTH
+        elif _rss() > self.limit:
             raise SecurityError(f"a render using more than {MAX_GROWTH >> 20} MiB is refused")
-        return self.lines
 
 
 def _bounded(render: Callable[[], T]) -> T:
-    budget = _Budget()
     before = sys.gettrace()
-    sys.settrace(budget.calls)
+    sys.settrace(_Budget().calls)
     try:
         return render()
     finally:
         sys.settrace(before)
-        if budget.fd >= 0:
-            os.close(budget.fd)
 
 
 _WIDE = re.compile(r"[%{][^%{}]*?[0-9]{7}")  # a %- or {}-format width of 7+ digits
@@ -198,8 +216,14 @@ def _template(source: str) -> jinja2.Template:
     return _env(None).from_string(source)
 
 
+_PLAIN = re.compile(r"[\w\s.\[\]'\"]*")  # names, attributes, items: no call, filter or operator
+
+
 def evaluate(expr: str, ctx: dict[str, Any]) -> Any:
-    value = _bounded(lambda: _expression(expr)(**ctx))
+    if _PLAIN.fullmatch(expr):  # a lookup does no work to bound (most of a role's values)
+        value = _expression(expr)(**ctx)
+    else:
+        value = _bounded(lambda: _expression(expr)(**ctx))
     if isinstance(value, jinja2.Undefined):
         str(value)  # StrictUndefined raises here, naming what is undefined (or unsafe)
     return value

@@ -259,6 +259,9 @@ def test_errors_name_the_task_and_point_at_vars(tmp_path: Path) -> None:
         "{{ '%999999999d' | format(1) }}",
         "{{ '{:>999999999}'.format(1) }}",
         "{{ ('x' * 1000000).replace('', 'yy') }}",
+        # a filter chain whose generator makes 1 MB per item: memory, checked per item
+        "{{ ('x' * 1000000) | list | map('center', 999999) | join | length }}",
+        "{{ ('x' * 1000000) | list | map('center', 999999) | list | length }}",
     ],
 )
 def test_a_render_stops_fast_at_its_time_and_memory_caps(tmp_path: Path, template: str) -> None:
