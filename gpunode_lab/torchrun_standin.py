@@ -11,6 +11,7 @@ host reports IB only when a test says it has one.
 
 from __future__ import annotations
 
+import os
 import shlex
 
 PREFIX = "/opt/gpunode-lab-torch"
@@ -39,10 +40,19 @@ def front(real_torchrun: str) -> str:
 
 
 def install_command(real_torchrun: str, fabric: str = "Socket") -> str:
-    """Shell text (run as root on the host) that installs the stand-in and the fabric."""
+    """Shell text (run as root on the host) that installs the stand-in and the fabric, with
+    the real torchrun's python beside it (gpunode runs the rendezvous store's launcher with
+    the python in torchrun's folder)."""
     text = front(real_torchrun)
+    # a front, not a link: a venv's python finds its packages from the path it was run by
+    python = (
+        "#!/bin/sh\nexec " + shlex.quote(os.path.dirname(real_torchrun) + "/python") + ' "$@"\n'
+    )
     return (
-        f"mkdir -p {BIN} && printf %s {shlex.quote(text)} > {BIN}/torchrun && "
+        f"mkdir -p {BIN} && rm -f {BIN}/python && "
+        f"printf %s {shlex.quote(python)} > {BIN}/python && "
+        f"chmod 755 {BIN}/python && "
+        f"printf %s {shlex.quote(text)} > {BIN}/torchrun && "
         f"chmod 755 {BIN}/torchrun && printf %s {shlex.quote(fabric)} > {FABRIC_FILE} && "
         f"rm -f {RECORD}.argv {RECORD}.env"
     )

@@ -8,6 +8,7 @@ than a silent surprise (an unquoted `cuda: 12.10` is the float 12.1).
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -568,17 +569,28 @@ class NcclExpect(Strict):
     the hosts; less fails the test."""
 
 
+IFNAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,14}")
+
+
+def _interface_name(value: str) -> str:
+    if not IFNAME.fullmatch(value):
+        raise ValueError(
+            "not a network interface name (as `ip link` shows it: eth0, ib0, bond0.100): "
+            "letters, digits and `_ . : -`, at most 15"
+        )
+    return value
+
+
 class NcclSettings(Strict):
     """`gpunode smoke --only nccl-multinode`: one torchrun per host of the run."""
 
     env: dict[EnvName, NcclEnvValue] = Field(default_factory=dict)
     """Environment of the host's torchrun (NCCL_SOCKET_IFNAME, NCCL_IB_HCA,
     CUDA_VISIBLE_DEVICES...): letters, digits and `_ . , : = / @ + ^ % -` only."""
-    rendezvous_host: Address | None = None
-    """Where the hosts meet (torchrun's --rdzv-endpoint); default: the first host's address
-    (127.0.0.1 when the first host is `connection: local`)."""
-    rendezvous_port: Annotated[int, Field(ge=1, le=65535)] = 29500
-    """The rendezvous TCP port on the first host."""
+    interface: Annotated[str, AfterValidator(_interface_name)] | None = None
+    """The fabric interface the hosts meet on (ib0, eth0, bond0): NCCL's and gloo's
+    bootstrap sockets bind to it (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME); default: a
+    plain interface name in env's NCCL_SOCKET_IFNAME, else NCCL's and gloo's own pick."""
     local_addr: Address | None = None
     """The address the other hosts reach this one at (torchrun's --local-addr, set per host
     in host_vars/); default: torchrun's lookup of the host's name, which the others must
@@ -598,6 +610,38 @@ class NcclSettings(Strict):
     """Seconds a host's torchrun may take, rendezvous included, before it is stopped."""
     expect: NcclExpect = Field(default_factory=NcclExpect)
     """What the run must show to pass: the transport and the least bus bandwidth."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_fixed_rendezvous(cls, data: object) -> object:
+        for key in ("rendezvous_host", "rendezvous_port"):
+            if isinstance(data, dict) and key in data:
+                raise ValueError(
+                    f"{key} is gone: the rendezvous store listens on the first host's "
+                    "loopback, on a fresh port each run, and the other hosts reach it through "
+                    f"gpunode's own SSH connections; remove {key}"
+                )
+        return data
+
+    @model_validator(mode="after")
+    def _one_interface(self) -> NcclSettings:
+        for key in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
+            value = self.env.get(key)
+            if self.interface is not None and value is not None and value != self.interface:
+                raise ValueError(
+                    f"env.{key} ({value}) and interface ({self.interface}) disagree: "
+                    "set interface alone"
+                )
+        return self
+
+    @property
+    def fabric(self) -> str | None:
+        """The interface the bootstrap sockets bind to: `interface`, else env's
+        NCCL_SOCKET_IFNAME when it names one interface (not a list or a `^` exclusion)."""
+        if self.interface is not None:
+            return self.interface
+        named = self.env.get("NCCL_SOCKET_IFNAME", "").lstrip("=")
+        return named if IFNAME.fullmatch(named) else None
 
 
 class Stack(Strict):

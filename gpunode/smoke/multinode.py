@@ -1,10 +1,16 @@
 """nccl-multinode: one torchrun per host, an all-reduce across them, graded per host.
 
-torchrun is the engine: gpunode only starts it on every host at once (the
-same --nnodes, --rdzv-endpoint and --rdzv-id, each host its --node-rank),
-bounds it with `timeout` (which stops torchrun's whole process group), and
-reads back what the script printed (`GPUNODE-NCCL {json}`) and which
-transports NCCL's INFO lines say it chose.
+torchrun is the engine: gpunode only starts it on every host at once (the same
+--nnodes, each host its --node-rank), bounds it with `timeout` (which stops torchrun's
+whole process group), and reads back what the script printed (`GPUNODE-NCCL {json}`)
+and which transports NCCL's INFO lines say it chose.
+
+The rendezvous is private to the run. torch's c10d store has no authentication and
+torch unpickles what it reads there, so: the first host's store listens on its loopback
+only (127.0.0.1, a port the kernel picks), each other host reaches it through a port on
+its own loopback that gpunode forwards over its SSH connections (Transport.forward),
+and the run id, which names every key of the run, is a fresh secret that travels on the
+command's stdin (never argv, never the process list). See docs/security.md.
 """
 
 from __future__ import annotations
@@ -12,11 +18,15 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import os
 import re
 import secrets
+import shutil
+import tempfile
+import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import Any
 
@@ -24,11 +34,20 @@ from gpunode.events import Bus, HostStatusChanged, SmokeCheck, SmokeResult
 from gpunode.hostpool import Opener, run_hosts
 from gpunode.inventory.model import Host
 from gpunode.smoke.runner import HostSmoke, finished
-from gpunode.transport.base import CommandTimeoutError, Transport, TransportError, quote
+from gpunode.transport.base import (
+    CommandTimeoutError,
+    OutputCallback,
+    Transport,
+    TransportError,
+    quote,
+)
 
 NAME = "nccl-multinode"
 SCRIPT = "nccl_multinode.py"
 MARK = "GPUNODE-NCCL "
+STORE_MARK = "GPUNODE-STORE "
+"""The first host's launcher prints the store's port after this (nccl_multinode.py)."""
+PORT_HOLDER = "@PORT@"
 KEEP_LINES = 64
 # Seconds between timeout's TERM and KILL. torchrun's workers run in sessions of their own,
 # out of timeout's reach: on TERM torchrun stops them, waiting up to 30 s before it kills
@@ -39,15 +58,25 @@ STOP_GRACE = 45
 _VIA = re.compile(r"NCCL INFO Channel \d+/\d+ : \d+\[\d+\] -> \d+\[\d+\].* via (\w+)(?:/(\w+))?")
 _USING = re.compile(r"NCCL INFO NET/(\w+) : Using (.+)$")
 _NETWORK = re.compile(r"NCCL INFO Using network (\w+)")
+_STORE = re.compile(rf"^{STORE_MARK}([0-9]{{1,5}})$", re.M)
 # An exception as Python prints it ("[rank0]: RuntimeError: ...", "...DistNetworkError: ...").
 _ERROR = re.compile(r"\w(Error|Exception): ")
 _WRAPPER_ERRORS = {
+    93: "no python beside torchrun (python or python3 in its folder, or its #! line) "
+    "to hold the rendezvous store: set nccl.bin to the folder of a venv or conda env",
     94: "no executable torchrun in nccl.bin on the host",
     95: "no torchrun on the host's PATH: set nccl.bin (the folder of torchrun)",
     96: "no `timeout` on the host (coreutils)",
     97: "could not make a temporary folder on the host (mktemp failed)",
     98: "could not unpack the all-reduce script on the host",
 }
+# The first host's python: beside torchrun, else the interpreter of its #! line.
+_FIND_PYTHON = (
+    'b=$(dirname "$t"); py=; '
+    'for c in "$b/python" "$b/python3" "$(sed -n "1s/^#![[:space:]]*//p" "$t")"; do '
+    'case "$c" in */python*) test -x "$c" && { py=$c; break; } ;; esac; done; '
+    'test -n "$py" || exit 93; '
+)
 
 
 @dataclass(frozen=True)
@@ -58,8 +87,20 @@ class Launch:
     node_rank: int
     nnodes: int
     nproc: int
-    endpoint: str
     run_id: str
+    """The run's secret: it names every key of the run in the store."""
+    port: int | None = None
+    """The store's port on this host's loopback: the first host's own store once it
+    started, a forward to it on the others."""
+    exit_code: int | None = None
+    """How the host's command ended (None: stopped at the timeout)."""
+
+    @property
+    def endpoint(self) -> str:
+        if self.port is None:
+            return "on the first host's loopback (its store did not start)"
+        where = f"127.0.0.1:{self.port}"
+        return where if self.node_rank == 0 else f"{where} (forwarded to the first host)"
 
     @property
     def torchrun(self) -> str:
@@ -73,16 +114,19 @@ class Launch:
         return "torchrun"
 
     def argv(self) -> list[str]:
+        """torchrun's arguments (no run id: that is the environment's PET_RDZV_ID)."""
         nccl = self.host.nccl
         sizes = ",".join(str(s) for s in nccl.sizes_mib)
+        port = PORT_HOLDER if self.port is None else str(self.port)
         return [
-            self.torchrun,
             f"--nnodes={self.nnodes}",
             f"--nproc-per-node={self.nproc}",
             f"--node-rank={self.node_rank}",
             "--rdzv-backend=c10d",
-            f"--rdzv-endpoint={self.endpoint}",
-            f"--rdzv-id={self.run_id}",
+            f"--rdzv-endpoint=127.0.0.1:{port}",
+            # never host the store itself: torch's binds every interface (and, when the
+            # port is taken, falls back to being a client of whoever holds it)
+            "--rdzv-conf=is_host=0",
             "--max-restarts=0",
             *([f"--local-addr={nccl.local_addr}"] if nccl.local_addr else []),
             "SCRIPT",
@@ -90,40 +134,62 @@ class Launch:
             f"--backend={nccl.backend}",
         ]
 
-    def command(self) -> str:
-        """The shell text: unpack the script from stdin, run torchrun under `timeout`."""
+    def environment(self) -> dict[str, str]:
         nccl = self.host.nccl
-        env = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET", "PYTHONUNBUFFERED": "1"}
+        env = {
+            "NCCL_DEBUG": "INFO",
+            "NCCL_DEBUG_SUBSYS": "INIT,NET",
+            "PYTHONUNBUFFERED": "1",
+            # no second store: the agent would open one on every interface for the workers
+            "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
+        }
+        if nccl.fabric is not None:
+            env |= {"NCCL_SOCKET_IFNAME": nccl.fabric, "GLOO_SOCKET_IFNAME": nccl.fabric}
         env |= {k: str(v) for k, v in nccl.env.items()}
-        assigns = " ".join(f"{k}={quote(v)}" for k, v in env.items())
-        argv = " ".join('"$d/' + SCRIPT + '"' if a == "SCRIPT" else quote(a) for a in self.argv())
+        if self.port is not None:
+            env["GPUNODE_STORE_PORT"] = str(self.port)
+        return env
+
+    def command(self) -> str:
+        """The shell text: the run id from stdin's first line, the script from the rest;
+        torchrun under `timeout`, on the first host behind the launcher that holds the
+        store (which fills in its port)."""
+        nccl = self.host.nccl
+        assigns = " ".join(f"{k}={quote(v)}" for k, v in self.environment().items())
+        script = '"$d/' + SCRIPT + '"'
+        args = " ".join(script if a == "SCRIPT" else quote(a) for a in self.argv())
         find = (
-            "command -v torchrun >/dev/null || exit 95; "
+            "command -v torchrun >/dev/null || exit 95; t=$(command -v torchrun); "
             if self.torchrun == "torchrun"
-            else f"test -x {quote(self.torchrun)} || exit 94; "
+            else f't={quote(self.torchrun)}; test -x "$t" || exit 94; '
         )
+        if self.node_rank == 0:
+            find += _FIND_PYTHON
+            run = f'"$py" {script} --hold-store "$t" {args}'
+        else:
+            run = f'"$t" {args}'
         return (
             'd=$(mktemp -d "${TMPDIR:-/tmp}/gpunode-nccl.XXXXXX") || exit 97; '
             "trap 'rm -rf \"$d\"' EXIT; "
+            "IFS= read -r rid || exit 98; "
             f'base64 -d > "$d/{SCRIPT}" || exit 98; '
             "command -v timeout >/dev/null || exit 96; "
             f"{find}"
-            f"env {assigns} timeout -k {STOP_GRACE} {nccl.timeout:g} {argv} 2>&1"
+            "PET_RDZV_ID=$rid; export PET_RDZV_ID; "
+            f"env {assigns} timeout -k {STOP_GRACE} {nccl.timeout:g} {run} 2>&1"
         )
+
+    def stdin(self, blob: bytes) -> bytes:
+        return self.run_id.encode() + b"\n" + blob
 
 
 def launches(hosts: Sequence[Host], run_id: str | None = None) -> list[Launch]:
-    """Every host's launch: the first host is node 0 and holds the rendezvous."""
-    first = hosts[0]
-    rdzv_host = first.nccl.rendezvous_host or first.address or "127.0.0.1"
-    run_id = run_id or f"gpunode-{secrets.token_hex(6)}"
+    """Every host's launch: the first host is node 0 and holds the rendezvous store."""
+    run_id = run_id or f"gpunode-{secrets.token_hex(16)}"
     out = []
     for rank, host in enumerate(hosts):
-        where = host.nccl.rendezvous_host or rdzv_host
-        where = f"[{where}]" if ":" in where else where
         nproc = host.nccl.nproc_per_node or host.gpus.count or 1
-        endpoint = f"{where}:{host.nccl.rendezvous_port}"
-        out.append(Launch(host, rank, len(hosts), nproc, endpoint, run_id))
+        out.append(Launch(host, rank, len(hosts), nproc, run_id))
     return out
 
 
@@ -150,6 +216,8 @@ def parse_output(text: str) -> NodeOutput:
     out = NodeOutput()
     for line in text.splitlines():
         line = line.strip()
+        if line.startswith(STORE_MARK):
+            continue
         if line.startswith(MARK):
             with contextlib.suppress(ValueError):
                 out.report = json.loads(line[len(MARK) :])
@@ -256,6 +324,46 @@ def _verdict(
     return "pass", ""
 
 
+def refused(launch: Launch, reason: str, seconds: float) -> dict[str, Any]:
+    """A host's failed record for a run it never started."""
+    return grade(launch, 0, "", seconds) | {"status": "fail", "reason": reason}
+
+
+def _private_folder() -> str:
+    """A fresh 0700 folder for the store's socket on the controller; short, as a socket
+    path must be."""
+    base = tempfile.gettempdir()
+    return tempfile.mkdtemp(prefix="gpunode-rdzv-", dir=base if len(base) <= 40 else "/tmp")
+
+
+class Meeting:
+    """Where the other hosts meet the first host's store: a unix socket on the controller,
+    0600 in a 0700 folder, that the first host's connection forwards to the store."""
+
+    def __init__(self, folder: str) -> None:
+        self.socket = os.path.join(folder, "store")
+        self._opened = threading.Event()
+        self.problem = ""
+
+    def open(self) -> None:
+        self._opened.set()
+
+    def fail(self, why: str) -> None:
+        if not self._opened.is_set():
+            self.problem = why
+            self._opened.set()
+
+    def wait(self, timeout: float) -> str:
+        """ "" once the store can be reached, else why not."""
+        if not self._opened.wait(timeout):
+            return f"the first host's store did not start within {timeout:g} s"
+        return self.problem
+
+
+class NoRendezvous(Exception):
+    """A host that could not reach the first host's store: its torchrun never started."""
+
+
 def run_multinode(
     hosts: Sequence[Host],
     bus: Bus,
@@ -267,31 +375,77 @@ def run_multinode(
     """Every host's torchrun at once; results in the order of `hosts`."""
     plan = {launch.host.name: launch for launch in launches(hosts, run_id)}
     blob = script_blob()
+    folder = _private_folder()
+    meeting = Meeting(folder)
+    first = hosts[0]
+
+    def run(transport: Transport, launch: Launch, seen: OutputCallback) -> int | None:
+        """The host's command: its exit status, None when it ran out of time."""
+        try:
+            return transport.run(
+                launch.command(),
+                stdin=launch.stdin(blob),
+                timeout=launch.host.nccl.timeout + 3 * STOP_GRACE,
+                on_output=seen,
+            ).exit_code
+        except CommandTimeoutError:
+            return None
+
+    def hold_store(transport: Transport, launch: Launch, chunks: list[str]) -> Launch:
+        """The first host: its launcher prints the store's port, then the controller's
+        socket is forwarded to it and the others may come."""
+        found: list[int] = []
+
+        def seen(_stream: str, text: str) -> None:
+            chunks.append(text)
+            port = None if found else _STORE.search("".join(chunks))
+            if port is None:
+                return
+            found.append(int(port.group(1)))
+            try:
+                transport.forward("to-host", meeting.socket, found[0])
+                meeting.open()
+            except TransportError as exc:
+                meeting.fail(f"gpunode could not reach the store on {first.name}: {exc}")
+
+        try:
+            code = run(transport, launch, seen)
+        finally:
+            meeting.fail(f"torchrun on {first.name} ended before its store started")
+        return replace(launch, port=found[0] if found else None, exit_code=code)
+
+    def join(transport: Transport, launch: Launch, chunks: list[str]) -> Launch:
+        """Another host: a port on its loopback forwarded to the first host's store."""
+        why = meeting.wait(first.nccl.timeout)
+        if why:
+            raise NoRendezvous(why)
+        try:
+            launch = replace(launch, port=transport.forward("from-host", meeting.socket))
+        except TransportError as exc:
+            raise NoRendezvous(str(exc)) from None
+        code = run(transport, launch, lambda _stream, text: chunks.append(text))
+        return replace(launch, exit_code=code)
 
     def work(transport: Transport, host: Host) -> HostSmoke:
         launch, smoke, start = plan[host.name], HostSmoke(host.name), time.monotonic()
         bus.emit(HostStatusChanged(host.name, status="smoke"))
         chunks: list[str] = []
-        code: int | None = None
         try:
-            res = transport.run(
-                launch.command(),
-                stdin=blob,
-                timeout=host.nccl.timeout + 3 * STOP_GRACE,
-                on_output=lambda _stream, text: chunks.append(text),
-            )
-            code = res.exit_code
-        except CommandTimeoutError:
-            code = None
+            launch = (hold_store if launch.node_rank == 0 else join)(transport, launch, chunks)
+            record = grade(launch, launch.exit_code, "".join(chunks), time.monotonic() - start)
+        except NoRendezvous as exc:
+            record = refused(launch, f"no rendezvous: {exc}", time.monotonic() - start)
         except TransportError as exc:
             smoke.unreachable = f"connection lost during the all-reduce: {exc}"
         smoke.seconds = time.monotonic() - start
         if smoke.unreachable is None:
-            record = grade(launch, code, "".join(chunks), smoke.seconds)
             smoke.results.append(record)
             bus.emit(SmokeResult(host.name, result=SmokeCheck.from_record(record)))
         return smoke
 
     kw: dict[str, Any] = {} if opener is None else {"opener": opener}
-    outcomes = run_hosts(hosts, work, bus=bus, forks=len(hosts), **kw)
+    try:
+        outcomes = run_hosts(hosts, work, bus=bus, forks=len(hosts), **kw)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
     return [finished(h.name, outcomes[h.name], NAME, bus if finish else None) for h in hosts]

@@ -1,7 +1,7 @@
 """The transport interface: how gpunode talks to a host.
 
 Small on purpose (as httpx's transports): run a command, put a file, get a
-file, close. Commands are argv lists or already-quoted shell text; anything
+file, forward a port of the host's loopback, close. Commands are argv lists or already-quoted shell text; anything
 that came from an inventory must pass through `shlex.quote` (see `quote`).
 """
 

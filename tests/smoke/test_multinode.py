@@ -8,6 +8,7 @@ import json
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -51,26 +52,58 @@ def report(busbw: float = 40.0, backend: str = "nccl", correct: bool = True) -> 
     return "GPUNODE-NCCL " + json.dumps(doc) + "\n"
 
 
-def test_each_host_gets_its_rank_and_every_host_the_first_hosts_rendezvous() -> None:
-    nccl = "  nccl: {rendezvous_port: 29511, env: {NCCL_IB_HCA: 'mlx5_0:1,mlx5_1:1'}}\n"
+def test_each_host_gets_its_rank_and_meets_the_others_on_its_own_loopback() -> None:
+    nccl = "  nccl: {interface: ib0, env: {NCCL_IB_HCA: 'mlx5_0:1,mlx5_1:1'}}\n"
     plan = launches(hosts(nccl, 3), run_id="gpunode-abc")
     for rank, launch in enumerate(plan):
+        # the first host's port is its store's, filled in by its launcher; the others' is
+        # the forward gpunode opened on their loopback
+        port = str(40000 + rank) if rank else "@PORT@"
+        launch = replace(launch, port=40000 + rank) if rank else launch
         argv = launch.argv()
-        assert argv[0] == "torchrun"
         assert "--nnodes=3" in argv and f"--node-rank={rank}" in argv
-        assert "--nproc-per-node=8" in argv and "--rdzv-id=gpunode-abc" in argv
-        assert "--rdzv-endpoint=192.0.2.1:29511" in argv and "--rdzv-backend=c10d" in argv
+        assert "--nproc-per-node=8" in argv and "--rdzv-backend=c10d" in argv
+        assert f"--rdzv-endpoint=127.0.0.1:{port}" in argv and "--rdzv-conf=is_host=0" in argv
         cmd = launch.command()
+        assert "gpunode-abc" not in cmd, "the run id is in the process list"
+        assert launch.stdin(b"BLOB") == b"gpunode-abc\nBLOB"
+        assert "IFS= read -r rid || exit 98; " in cmd and "PET_RDZV_ID=$rid; export" in cmd
+        assert "NCCL_SOCKET_IFNAME=ib0 GLOO_SOCKET_IFNAME=ib0 " in cmd
         assert "NCCL_IB_HCA=mlx5_0:1,mlx5_1:1 " in cmd and "NCCL_DEBUG=INFO" in cmd
-        assert "timeout -k 45 120 torchrun " in cmd and "command -v torchrun" in cmd
+        assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 " in cmd
+        assert "command -v torchrun" in cmd
+        if rank == 0:
+            assert 'timeout -k 45 120 "$py" "$d/nccl_multinode.py" --hold-store "$t" ' in cmd
+        else:
+            assert 'timeout -k 45 120 "$t" --nnodes=3 ' in cmd and "--hold-store" not in cmd
+            assert f"GPUNODE_STORE_PORT={40000 + rank} " in cmd
+    assert len({launch.run_id for launch in launches(hosts())} | {"gpunode-abc"}) == 2
+    assert len(launches(hosts())[0].run_id) == len("gpunode-") + 32  # 128 random bits
+
+
+def test_a_fixed_rendezvous_is_refused_and_the_interface_validated() -> None:
+    with pytest.raises(InventoryError, match=r"rendezvous_port is gone: .* remove rendezvous_port"):
+        loads("defaults:\n  nccl: {rendezvous_port: 29500}\nhosts: {h: {}}\n")
+    with pytest.raises(InventoryError, match="not a network interface name"):
+        loads("defaults:\n  nccl: {interface: 'eth0 lo'}\nhosts: {h: {}}\n")
+    with pytest.raises(InventoryError, match=r"NCCL_SOCKET_IFNAME .* disagree"):
+        loads(
+            "defaults:\n  nccl: {interface: ib0, env: {NCCL_SOCKET_IFNAME: eth0}}\nhosts: {h: {}}\n"
+        )
+    # env's NCCL_SOCKET_IFNAME, when it names one interface, binds gloo's sockets as well
+    (launch,) = launches(hosts("  nccl: {env: {NCCL_SOCKET_IFNAME: ib0}}\n", 1))
+    assert "GLOO_SOCKET_IFNAME=ib0 " in launch.command()
+    (launch,) = launches(hosts("  nccl: {env: {NCCL_SOCKET_IFNAME: '^docker,lo'}}\n", 1))
+    assert "GLOO_SOCKET_IFNAME" not in launch.command()
 
 
 def test_the_torchrun_comes_from_nccl_bin_else_the_conda_env_with_pytorch() -> None:
     (launch,) = launches(hosts("  nccl: {bin: /opt/torch/.venv/bin}\n", 1))
     assert launch.torchrun == "/opt/torch/.venv/bin/torchrun"
     assert "command -v torchrun" not in launch.command()
-    assert "test -x /opt/torch/.venv/bin/torchrun || exit 94;" in launch.command()
+    assert 't=/opt/torch/.venv/bin/torchrun; test -x "$t" || exit 94;' in launch.command()
     assert "no executable torchrun in nccl.bin" in grade(launch, 94, "", 0.1)["reason"]
+    assert "no python beside torchrun" in grade(launch, 93, "", 0.1)["reason"]
     conda = "  stack:\n    conda: {prefix: /opt/conda, envs: {tf: {}, pt: {pytorch: '2.11'}}}\n"
     (launch,) = launches(hosts(conda, 1))
     assert launch.torchrun == "/opt/conda/envs/pt/bin/torchrun"
@@ -135,7 +168,8 @@ def test_a_stopped_torchrun_fails_naming_the_rendezvous() -> None:
     r = grade_one("", out, code=124)
     assert r["status"] == "fail"
     assert "did not finish within 120 s and was stopped" in r["reason"]
-    assert "rendezvous 192.0.2.1:29500" in r["reason"] and "DistNetworkError" in r["reason"]
+    assert "rendezvous on the first host's loopback (its store did not start)" in r["reason"]
+    assert "DistNetworkError" in r["reason"]
     r = grade_one("", "", code=95)
     assert "set nccl.bin" in r["reason"]
 
@@ -184,7 +218,7 @@ def test_gpunode_smoke_runs_two_local_hosts_through_torchrun(tmp_path: Path) -> 
     inv.write_text(
         "defaults:\n  connection: local\n  become: none\n"
         f"  nccl: {{bin: {TORCHRUN.parent}, backend: gloo, sizes_mib: [1], "
-        f"rendezvous_port: {29750 + SLOT}, timeout: 90, expect: {{min_busbw_gbps: 0.0001}}}}\n"
+        "timeout: 90, expect: {min_busbw_gbps: 0.0001}}\n"
         "hosts: {gpu0: {}, gpu1: {}}\n"
     )
     res = subprocess.run(
@@ -206,8 +240,7 @@ def test_nccl_without_a_gpu_fails_saying_so(tmp_path: Path) -> None:
     inv = tmp_path / "inv.yaml"
     inv.write_text(
         "defaults:\n  connection: local\n  become: none\n"
-        f"  nccl: {{bin: {TORCHRUN.parent}, sizes_mib: [1], rendezvous_port: {29760 + SLOT}, "
-        "timeout: 90}\n"
+        f"  nccl: {{bin: {TORCHRUN.parent}, sizes_mib: [1], timeout: 90}}\n"
         "hosts: {gpu0: {nccl: {env: {CUDA_VISIBLE_DEVICES: '0'}}}}\n"
     )
     res = subprocess.run(
@@ -219,28 +252,34 @@ def test_nccl_without_a_gpu_fails_saying_so(tmp_path: Path) -> None:
     assert "sees no GPU (CUDA_VISIBLE_DEVICES=0)" in res.stdout
 
 
-HUNG_WORKER = """\
-import os, signal, sys, time
-signal.signal(signal.SIGTERM, signal.SIG_IGN)  # stuck where TERM does not end it
-open(os.environ["PIDS"] + "/" + str(os.getpid()), "w").close()
-while True:
-    time.sleep(1)
+HUNG_MAIN = """\
+def main(argv=None):
+    import os, signal, time
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # stuck where TERM does not end it
+    open(os.environ["PIDS"] + "/" + str(os.getpid()), "w").close()
+    while True:
+        time.sleep(1)
+
+
 """
 
 
 @needs_torch
 def test_a_hung_worker_that_ignores_term_is_gone_after_the_timeout(tmp_path: Path) -> None:
-    """gpunode's own wrapper around torchrun, with a worker that never ends by itself."""
+    """gpunode's own wrapper around torchrun (the store's launcher included), with a worker
+    that never ends by itself."""
     import base64
 
     nccl = (
         f"  connection: local\n  nccl: {{bin: {TORCHRUN.parent}, timeout: 15, nproc_per_node: 1, "
-        "rendezvous_host: 127.0.0.1, "
-        f"rendezvous_port: {29770 + SLOT}, env: {{PIDS: {tmp_path}}}}}\n"
+        f"env: {{PIDS: {tmp_path}}}}}\n"
     )
     (launch,) = launches(hosts(nccl, 1))
+    hung = SCRIPT.read_text().replace(
+        '\nif __name__ == "__main__":', HUNG_MAIN + 'if __name__ == "__main__":'
+    )
     res = subprocess.run(
-        ["sh", "-c", launch.command()], input=base64.encodebytes(HUNG_WORKER.encode()),
+        ["sh", "-c", launch.command()], input=launch.stdin(base64.encodebytes(hung.encode())),
         capture_output=True, timeout=120,
     )  # fmt: skip
     assert res.returncode == 124, res.stdout[-2000:]

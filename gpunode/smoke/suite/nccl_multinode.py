@@ -8,6 +8,10 @@ The first process of each host prints one line, `GPUNODE-NCCL {json}`; NCCL's
 own INFO lines (NCCL_DEBUG=INFO) go to the same stdout and tell which
 transport it chose. Without CUDA (`--backend auto`) it runs gloo on the CPU, so
 the script itself can be tried anywhere torch is.
+
+On the first host gpunode runs it as `--hold-store TORCHRUN ARGS...` first: it holds the
+run's c10d store on 127.0.0.1 and prints its port (`GPUNODE-STORE PORT`) before it starts
+torchrun; the workers then use that store (GPUNODE_STORE_PORT) under the run id's prefix.
 """
 
 from __future__ import annotations
@@ -16,11 +20,51 @@ import argparse
 import importlib
 import json
 import os
+import socket
+import subprocess
 import sys
 import time
+from datetime import timedelta
 from typing import Any
 
 MARK = "GPUNODE-NCCL "
+STORE_MARK = "GPUNODE-STORE "
+PORT_HOLDER = "@PORT@"
+
+
+def hold_store(argv: list[str]) -> int:
+    """`--hold-store TORCHRUN ARGS...` (the first host): the run's c10d store, listening
+    on 127.0.0.1 only, on a port the kernel picks (no window for anyone to take it first),
+    then TORCHRUN ARGS with @PORT@ filled in. torch's own store would listen on every
+    interface: it is handed a socket already bound to loopback instead."""
+    dist: Any = importlib.import_module("torch.distributed")
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(128)
+    port = listener.getsockname()[1]
+    store = dist.TCPStore(  # noqa: F841 (served while this process lives)
+        "127.0.0.1", port, is_master=True, multi_tenant=True, wait_for_workers=False,
+        master_listen_fd=listener.fileno(),
+    )  # fmt: skip
+    os.environ["GPUNODE_STORE_PORT"] = str(port)
+    print(STORE_MARK + str(port), flush=True)
+    return subprocess.call([a.replace(PORT_HOLDER, str(port)) for a in argv])
+
+
+def store_of_run(dist: Any) -> dict[str, Any]:
+    """init_process_group's store: the run's own (GPUNODE_STORE_PORT on this host's
+    loopback), under the run id's prefix; without it (a plain torchrun by hand), env://."""
+    port = os.environ.get("GPUNODE_STORE_PORT")
+    if not port:
+        return {}
+    client = dist.TCPStore("127.0.0.1", int(port), is_master=False, timeout=timedelta(minutes=5))
+    run = os.environ["TORCHELASTIC_RUN_ID"]
+    restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    return {
+        "store": dist.PrefixStore(f"gpunode.{run}.{restart}.workers", client),
+        "rank": int(os.environ["RANK"]),
+        "world_size": int(os.environ["WORLD_SIZE"]),
+    }
 
 
 def bus_bandwidth(size_bytes: int, seconds: float, ranks: int) -> float:
@@ -130,10 +174,10 @@ def main(argv: list[str] | None = None) -> int:
             )
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
-        dist.init_process_group("nccl", device_id=device)
+        dist.init_process_group("nccl", device_id=device, **store_of_run(dist))
     else:
         device = torch.device("cpu")
-        dist.init_process_group("gloo")
+        dist.init_process_group("gloo", **store_of_run(dist))
     try:
         inter, ok_inter = sweep(torch, dist, device, None, sizes, args.warmup, args.iters)
         local = node_groups(torch, dist, device, group_rank)
@@ -165,4 +209,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--hold-store"]:
+        sys.exit(hold_store(sys.argv[2:]))
     sys.exit(main())
