@@ -31,6 +31,11 @@ EXAMPLES: dict[str, list[str]] = {
         "gpunode apply inventories/lab.yaml --check --diff",
         "gpunode apply cluster.yaml --serial 4 --max-fail 25 --yes --no-tui",
     ],
+    "upgrade": [
+        "gpunode upgrade cluster.yaml",
+        "gpunode upgrade cluster.yaml --canary 2 --wave-size 25% --max-fail 10",
+    ],
+    "rollback": ["gpunode rollback 20261203T222017-9296a6 --limit gpu-h100-01"],
     "report": ["gpunode report", "gpunode report --list"],
     "doctor": [
         "gpunode doctor inventories/lab.yaml",

@@ -56,8 +56,9 @@ def parse(text: str) -> Before:
     first = head.strip().splitlines()[0].strip() if head.strip() else ""
     packages: dict[str, str] = {}
     for line in pkgs.splitlines():
-        status, _, pin = line.strip().partition(" ")
-        if status.startswith("ii") and PIN.match(pin):
+        words = line.split()  # "ii  nvidia-open-580=580.95.05-1" (the status pads to 3)
+        if len(words) == 2 and words[0] == "ii" and PIN.match(words[1]):
+            pin = words[1]
             name, _, version = pin.partition("=")
             packages[name] = version
     return Before(

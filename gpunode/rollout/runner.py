@@ -143,11 +143,12 @@ class Rollout:
         if ready:
             results = self._apply(i, ready, entry)
             converged = [h for h in ready if results.get(h.name, ("",))[0] in ("ok", "changed")]
+            with self._lock:
+                for h in ready:
+                    self.ends[h.name].apply_status = results.get(h.name, ("not run",))[0]
             for h in ready:
                 if h not in converged:
                     status, message = results.get(h.name, ("not run", ""))
-                    with self._lock:
-                        self.ends[h.name].apply_status = status
                     self._fail(h, i, f"apply {status}: {message or 'its run record says why'}")
             self._after(i, converged)
         return sum(1 for h in wave if self.ends.get(h.name, HostEnd("failed")).phase == "failed")

@@ -148,7 +148,10 @@ class Slurm:
         started = _when(f.get("SlurmdStartTime", ""))
         if started is None or started < since:
             return "its slurmd has not registered since it was restarted"
-        bad = _states(f) & GONE
+        states = _states(f)
+        if any(s.endswith("*") for s in states):  # slurmctld's "not responding" mark
+            return "the node is not responding yet"
+        bad = {s.rstrip("*~#$@^-") for s in states} & GONE
         if bad:
             return f"the node is {'+'.join(sorted(bad))}: {f.get('Reason', 'no reason given')}"
         count = _gpu_count(f.get("Gres", ""))
