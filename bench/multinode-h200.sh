@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # nccl-multinode on one real machine of 2 GPUs: two inventory hosts, gpu0 and gpu1, both
 # `connection: local`, one GPU each (CUDA_VISIBLE_DEVICES from each host's settings), meet
-# at a torchrun rendezvous on 127.0.0.1 and all-reduce across each other with NCCL. Then
-# the same with the second host pointed at a port where nothing listens: both must fail
-# within the timeout, naming the rendezvous, with no torchrun left behind.
+# at the first host's rendezvous store (127.0.0.1, a fresh port, forwarded to the second)
+# and all-reduce across each other with NCCL. Then the same with no torchrun on the first
+# host: both must fail at once (the second naming the rendezvous that never opened), with
+# no torchrun left behind.
 #
 #   bench/multinode-h200.sh [OUTDIR]      (default: $OUT, else /tmp/gpunode-multinode)
 #
@@ -11,7 +12,7 @@
 # its torchrun), python3. gpunode's dependencies come as wheels from .whl/ (docs/hardware.md).
 # Writes: versions.txt, inventory.yaml, smoke.json / smoke.txt (gpunode's results),
 # nccl-direct-*.log (the same script under torchrun without gpunode, NCCL_DEBUG=INFO),
-# unreachable.json, leftovers.txt, run.log (all of it).
+# nostore.json, leftovers.txt, run.log (all of it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-${OUT:-/tmp/gpunode-multinode}}
@@ -38,7 +39,7 @@ export GPUNODE_STATE_DIR=$out/state GPUNODE_CACHE_DIR=$out/cache
 cat "$out/versions.txt"
 
 inv=$out/inventory.yaml
-write_inventory() {  # $1: the second host's rendezvous port, $2: timeout (s)
+write_inventory() {  # $1: the first host's torchrun folder, $2: timeout (s)
   cat >"$inv" <<YAML
 defaults:
   connection: local
@@ -47,8 +48,6 @@ defaults:
   gpus: {model: H200, count: 1}
   nccl:
     bin: $torch_bin
-    rendezvous_host: 127.0.0.1
-    rendezvous_port: $port
     nproc_per_node: 1
     sizes_mib: [8, 64, 256, 1024]
     timeout: $2
@@ -58,14 +57,14 @@ defaults:
       NVSHMEM_DISABLE_NVLS: 1
 hosts:
   gpu0:
-    nccl: {env: {CUDA_VISIBLE_DEVICES: "0"}}
+    nccl: {bin: $1, env: {CUDA_VISIBLE_DEVICES: "0"}}
   gpu1:
-    nccl: {rendezvous_port: $1, env: {CUDA_VISIBLE_DEVICES: "1"}}
+    nccl: {env: {CUDA_VISIBLE_DEVICES: "1"}}
 YAML
 }
 
 echo "=== nccl-multinode: gpu0 + gpu1 through gpunode"
-write_inventory "$port" 300
+write_inventory "$torch_bin" 300
 cp "$inv" "$out/inventory-ok.yaml"
 rc=0
 python3 -m gpunode smoke "$inv" --only nccl-multinode --json >"$out/smoke.json" || rc=$?
@@ -93,15 +92,15 @@ for pid in "${pids[@]}"; do
 done
 grep -h "GPUNODE-NCCL\|via \|NET/.* : Using" "$out"/nccl-direct-*.log | head -40 || true
 
-echo "=== a host that cannot reach the rendezvous (gpu1 on port $((port + 7)), timeout 30 s)"
-write_inventory "$((port + 7))" 30
+echo "=== no rendezvous: no torchrun on the first host (timeout 30 s)"
+write_inventory /nonexistent/bin 30
 start=$(date +%s)
 rc=0
-python3 -m gpunode smoke "$inv" --only nccl-multinode --json >"$out/unreachable.json" || rc=$?
+python3 -m gpunode smoke "$inv" --only nccl-multinode --json >"$out/nostore.json" || rc=$?
 echo "[smoke exit $rc after $(($(date +%s) - start)) s; expected 2]"
 python3 -c 'import json, sys
 for h in json.load(open(sys.argv[1]))["hosts"]:
     for r in h["results"]:
-        print(h["host"], r["status"], r["reason"])' "$out/unreachable.json" || true
+        print(h["host"], r["status"], r["reason"])' "$out/nostore.json" || true
 { pgrep -af torchrun || echo "no torchrun left"; } | tee "$out/leftovers.txt"
 echo "done: $out"
