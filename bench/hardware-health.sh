@@ -26,7 +26,6 @@ defaults:
   gpus: {model: H200, count: $n, hourly_cost: {amount: 3.5, per: gpu, currency: USD}}
   nccl:
     bin: $torch_bin
-    rendezvous_host: 127.0.0.1
     nproc_per_node: $n
     sizes_mib: [8, 64, 256, 1024]
     timeout: 300
