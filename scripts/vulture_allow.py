@@ -30,6 +30,7 @@ _.fixed_columns  # Textual's DataTable reads it
 _.linkname  # tarfile's TarInfo field, written for the .deb's members
 _.external_attr  # zipfile's ZipInfo field, written for the wheel's files
 _.compress_type  # zipfile's ZipInfo field
+_.list_directory  # http.server's SimpleHTTPRequestHandler calls it (mirror/serve.py)
 
 # -- fields of models and results, read by name (JSON, templates, schemas) ------------------
 _.ssh_transport  # gpunode.toml setting (cli/settings.py reads the model's fields by name)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from gpunode.changes import LOG_TAIL
+
 OURS = "gpunode: "
 """A line a gpunode step printed to say why it failed (dpkg's recovery): kept whole."""
 
@@ -32,6 +34,21 @@ _DPKG_ERROR = re.compile(r"^dpkg: (?:error|dependency problems)\b.*$")
 _SUBPROCESS = "Sub-process /usr/bin/dpkg returned an error code"
 _SIGNATURE = re.compile(r"\b(?:NO_PUBKEY|EXPKEYSIG|REVKEYSIG|BADSIG)\b")
 MAX_LINES = 4
+_CURL = re.compile(r"^curl: \(\d+\)", re.M)
+_URL = re.compile(r"https?://[^\s'\"]+")
+# apt's (gpgv's) status words for an index it refused, and what the admin can do about each
+_SIG = re.compile(r"\b(NO_PUBKEY|EXPKEYSIG|REVKEYSIG|BADSIG) ([0-9A-F]{8,40})\b")
+_SIG_HINTS = {
+    "NO_PUBKEY": "the repository is signed by key {key}, which the host's keyring does not "
+    "hold: the repository's key changed, so pin the current keyring package "
+    "(repos.cuda_keyring_sha256) or re-sign the mirror with the key the hosts trust",
+    "EXPKEYSIG": "the repository's signing key {key} has expired: install its renewed "
+    "keyring package (repos.cuda_keyring_sha256), or re-sign the mirror with a valid key",
+    "REVKEYSIG": "the repository's signing key {key} is revoked: do not use this "
+    "repository until it is signed by a valid key",
+    "BADSIG": "the index's signature does not match its content (key {key}): a proxy or "
+    "a broken mirror altered it; nothing from it was used",
+}
 
 
 @dataclass(frozen=True)
@@ -160,3 +177,29 @@ def _dpkg_errors(lines: list[str]) -> list[str]:
 
 def _dedup(lines: list[str]) -> list[str]:
     return list(dict.fromkeys(lines))
+
+
+def failure(
+    code: int, stderr: str, stdout: str, dpkg_lock_holder: str = "", command: str = ""
+) -> str:
+    """Why a command failed, for the host's message: who holds a lock apt wanted, apt's own
+    reason (else the last lines), a log's tail whole, what to do about a signature apt
+    refused, and the URL curl was fetching (`command`: the shell that ran)."""
+    held = lock(stdout, stderr)
+    if held is not None:
+        holder = held.holder or (held.name == "dpkg lock" and dpkg_lock_holder) or "unknown"
+        return f"{held.name} held by {holder}; try again when it finishes (exit {code})"
+    # apt's reason (its E: lines, the unmet Depends:, dpkg's error), else the last lines
+    text = (stderr.strip() or stdout.strip()).splitlines()
+    tail = summary(stdout, stderr) or (" | ".join(text[-3:]) if text else "")
+    why = f"exit {code}: {tail}" if tail else f"exit {code}"
+    mark = stderr.rfind("\n" + LOG_TAIL)
+    if mark >= 0 or stderr.startswith(LOG_TAIL):  # a log's tail: keep all of it
+        why = f"exit {code}:\n{stderr[mark + 1 :].strip()}"
+    if sig := _SIG.search(stderr + stdout):
+        why += "; " + _SIG_HINTS[sig.group(1)].format(key=sig.group(2))
+    if _CURL.search(stderr):  # curl names the host and port, not the URL it was fetching
+        url = next(iter(_URL.findall(command)), "")
+        if url and url not in why:
+            why += f" (fetching {url})"
+    return why

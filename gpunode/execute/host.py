@@ -6,7 +6,6 @@ Emits events only (never prints). A failed change stops this host, never others.
 from __future__ import annotations
 
 import difflib
-import re
 import time
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
@@ -14,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from gpunode.changes import LOG_TAIL, RELOAD_REFUSED, Change, HostPlan
+from gpunode.changes import RELOAD_REFUSED, Change, HostPlan
 from gpunode.events import (
     Bus,
     ChangeFinished,
@@ -31,6 +30,7 @@ from gpunode.events import (
     RebootStarted,
 )
 from gpunode.execute import aptmessages, hostlock, journal
+from gpunode.execute.machine import Machine
 from gpunode.execute.output import StepOutput
 from gpunode.execute.readhost import read_host
 from gpunode.execute.result import ChangeResult, HostResult
@@ -53,32 +53,15 @@ from gpunode.transport.base import (
     Transport,
     TransportError,
 )
+from gpunode.transport.counting import Counting
 
 if TYPE_CHECKING:
     from gpunode.inventory.model import Host
 
 BOOT_ID = "cat /proc/sys/kernel/random/boot_id"
-REPLANS = 5
-"""Plans after a run's changes, each of them making only changes not made yet, before the
-host is taken for one that never settles."""
 # Detached, so the command returns before the connection drops.
 REBOOT_TIMEOUT = 600.0
 REBOOT = "nohup sh -c 'sleep 1; systemctl reboot || reboot' >/dev/null 2>&1 &"
-_CURL = re.compile(r"^curl: \(\d+\)", re.M)
-_URL = re.compile(r"https?://[^\s'\"]+")
-# apt's (gpgv's) status words for an index it refused, and what the admin can do about each
-_SIG = re.compile(r"\b(NO_PUBKEY|EXPKEYSIG|REVKEYSIG|BADSIG) ([0-9A-F]{8,40})\b")
-_SIG_HINTS = {
-    "NO_PUBKEY": "the repository is signed by key {key}, which the host's keyring does not "
-    "hold: the repository's key changed, so pin the current keyring package "
-    "(repos.cuda_keyring_sha256) or re-sign the mirror with the key the hosts trust",
-    "EXPKEYSIG": "the repository's signing key {key} has expired: install its renewed "
-    "keyring package (repos.cuda_keyring_sha256), or re-sign the mirror with a valid key",
-    "REVKEYSIG": "the repository's signing key {key} is revoked: do not use this "
-    "repository until it is signed by a valid key",
-    "BADSIG": "the index's signature does not match its content (key {key}): a proxy or "
-    "a broken mirror altered it; nothing from it was used",
-}
 
 
 @dataclass
@@ -116,7 +99,7 @@ class Options:
 
 class HostRun:
     def __init__(self, transport: Transport, host: Host, bus: Bus, opts: Options) -> None:
-        self.t = transport
+        self.t = Counting(transport)  # counts every round trip the run makes
         self.host = host
         self.bus = bus
         self.opts = opts
@@ -131,10 +114,6 @@ class HostRun:
         """What a failing package change puts back (preferences, lifted holds)."""
         self.installed = False
         """A package transaction of this run has started: the host is no longer as it was."""
-        self.read_at = 0
-        """len(result.changes) when the host was last read: the changes made since come after."""
-        self.boot_at = 0
-        """len(result.changes) at the last reboot: the changes this boot has seen made."""
         self.lock_owner: hostlock.Owner | None = None
         """This run as the host's lock names it, while it holds that lock."""
 
@@ -145,7 +124,6 @@ class HostRun:
         `unless:`) run too, once the facts show it is not refused; plan and --check run none.
         `verify`: the read after a run's changes; its plan reaches the views only when it
         still has changes (or is refused)."""
-        self.read_at = len(self.result.changes)
         self.bus.emit(HostStatusChanged(self.host.name, status="gathering"))
         try:
             files = [*managed_paths(self.host, self.opts.search), *self.opts.extra_files]
@@ -165,7 +143,6 @@ class HostRun:
             timeout=self.opts.facts_timeout,
             apt=apt_queries(self.host),
         )
-        self.result.round_trips += 1
         self.result.facts_seconds.append(facts.gather_seconds)
         self.bus.emit(
             FactsGathered(
@@ -190,7 +167,6 @@ class HostRun:
         if missing or unhashed:
             more, found = read_host(self.t, files=unhashed, probes=missing, only_files=True,
                                     timeout=self.opts.facts_timeout)  # fmt: skip
-            self.result.round_trips += 1
             probes.update(found)
             facts.files.update(more.files)
             facts.file_attrs.update(more.file_attrs)
@@ -199,7 +175,6 @@ class HostRun:
         if private:  # only root may read them: hashed as root rather than written to be sure
             more, _ = read_host(self.t, files=private, only_files=True, sudo=True,
                                 timeout=self.opts.facts_timeout)  # fmt: skip
-            self.result.round_trips += 1
             facts.files.update(more.files)
             facts.file_attrs.update(more.file_attrs)
             plan = self._plan(facts, probes, catalog)
@@ -249,7 +224,6 @@ class HostRun:
             return plan
         with self._idle(update):
             res = self.t.run(["sh", "-c", cmd], sudo=update, timeout=self.host.ssh.command_timeout)
-        self.result.round_trips += 1
         if res.ok:
             return plan
         lines = simulate.reasons(res.stdout, res.stderr)
@@ -262,7 +236,6 @@ class HostRun:
 
     def _host_catalog(self, names: tuple[str, ...], facts: HostFacts, nvidia: str) -> Catalog:
         res = self.t.run(madison_command(names), timeout=self.opts.facts_timeout)
-        self.result.round_trips += 1
         return HostCatalog(res.whole_stdout if res.ok else "", repo_folder(nvidia, facts))
 
     # -- the run -------------------------------------------------------------------------------
@@ -272,7 +245,9 @@ class HostRun:
         try:
             if self._lock():
                 try:
-                    self._run()
+                    smoke = self.opts.smoke and bool(self.host.stack.smoke)
+                    Machine(self, check=self.opts.check, no_reboot=self.opts.no_reboot,
+                            smoke=smoke).run()  # fmt: skip
                 except HostUnreachableError:
                     self.lock_owner = None  # no waiting on a dead host: its lock goes stale
                     raise
@@ -280,6 +255,7 @@ class HostRun:
                     self._unlock()
         finally:
             self.result.seconds = round(time.monotonic() - start, 3)
+            self.result.round_trips = self.t.round_trips
         return self.result
 
     def _lock(self) -> bool:
@@ -297,7 +273,7 @@ class HostRun:
         if got.note:
             self.bus.emit(HostStatusChanged(self.host.name, status="gathering", detail=got.note))
         if got.refused:
-            self._fail(got.refused)
+            self.fail(got.refused)
             self.result.locked = not self.result.rebooted  # after its reboot: this run's own
         return not got.refused
 
@@ -305,93 +281,13 @@ class HostRun:
         if self.lock_owner is not None:
             hostlock.release(self.t, self.lock_owner.run)
 
-    def _run(self) -> None:
-        facts, plan = self.read(apply=not self.opts.check)
-        if plan.refused:
-            self._fail(f"refused: {plan.refused}")
-            self.result.refused = True  # nothing was changed yet
-            return
-        if self.opts.check:
-            self._check_only(plan)
-            return
-        if self._unconfirmed(plan):
-            return
-        if not self._apply(plan, facts):
-            return
-        if plan.versions_on_host:
-            # The repository was configured just now: refresh apt, then plan the rest.
-            if not self._apt_update(facts):
-                return
-            facts, plan = self.read(apply=True)
-            if plan.refused or plan.versions_on_host:
-                names = ", ".join(plan.versions_on_host)
-                self._fail(f"refused: {plan.refused or 'the host offers no versions of ' + names}")
-                return
-            if not self._apply(plan, facts):
-                return
-        reason = self.reboot_instead or (plan.changes[-1].reason if plan.needs_reboot else "")
-        self.reboot_instead = None
-        if reason and self.opts.no_reboot:
-            self._reboot_pending(reason)
-            return  # after_disrupt waits for the reboot: the host stays drained until then
-        if reason:
-            if self._stopped("its reboot"):
-                return
-            if not self._reboot(reason, facts):
-                return
-            self.boot_at = len(self.result.changes)  # a boot may undo what the last one kept
-            facts, plan = self.read(apply=True)
-            if plan.refused:
-                self._fail(f"refused after the reboot: {plan.refused}")
-                return
-            if plan.needs_reboot:
-                self._fail(f"still needs a reboot after rebooting: {plan.changes[-1].reason}")
-                return
-            if not self._apply(plan, facts):
-                return
-        if self.opts.smoke and self.host.stack.smoke and self._stopped("its smoke tests"):
-            return
-        if not self._converged():
-            return
-        self.result.status = "changed" if self.result.changed else "ok"
-        if self.opts.smoke and self.host.stack.smoke:
-            self._smoke()
-        if self.after_disrupt is not None and self.result.status in ("ok", "changed"):
-            self._hook("after_disrupt", self.after_disrupt)
-
-    def _converged(self) -> bool:
-        """Read the host again after the changes made since it was last read (none: no round
-        trip). A change this boot has seen made that the plan asks for again does not
-        converge: the host fails, naming it. A change not made yet is made, and read again."""
-        for _ in range(REPLANS):
-            if not any(r.status == "changed" for r in self.result.changes[self.read_at :]):
-                return True
-            facts, plan = self.read(apply=True, verify=True)
-            if plan.refused:
-                self._fail(f"refused after its changes: {plan.refused}")
-                return False
-            made = {k for r in self.result.changes[self.boot_at :] if r.status == "changed"
-                    for k in _parts(r.role, r.title)}  # fmt: skip
-            again = [c for c in plan.changes if _parts(c.role, c.title) & made]
-            if again:
-                said = "; ".join(f"{c.title} ({c.reason})" for c in again)
-                self._fail(f"does not converge: {said}")
-                return False
-            if not self._apply(plan, facts):
-                return False
-            if plan.needs_reboot:  # found only after the changes: the next apply reboots
-                self._reboot_pending(plan.changes[-1].reason)
-                return False
-        self._fail(f"does not converge: still changing after {REPLANS} plans")
-        return False
-
-    def _reboot_pending(self, reason: str) -> None:
+    def reboot_pending(self, reason: str) -> None:
         self.result.status = "reboot-pending"
         self.result.message = f"reboot pending: {reason}"
         self.bus.emit(RebootPending(self.host.name, reason=reason))
         self.bus.emit(HostStatusChanged(self.host.name, status="reboot-pending", detail=reason))
 
-    def _unconfirmed(self, plan: HostPlan) -> bool:
+    def unconfirmed(self, plan: HostPlan) -> bool:
         """The plan now asks for something the admin did not confirm at the prompt (the
         host changed while it waited): stop the host before any change. Doing less than
         was confirmed (a change no longer needed) goes on."""
@@ -406,14 +302,14 @@ class HostRun:
         titles = ", ".join(k[0] if k[0] != "hook" else f"hook {k[1]}" for k in new)
         if saved:
             gone = [k[0] for k in confirmed if k not in now and k[0] not in ("refused", "hook")]
-            self._fail(
+            self.fail(
                 f"the host's plan is no longer the one saved in {saved}"
                 + (f"; not in it: {titles}" if titles else "")
                 + (f"; no longer needed: {', '.join(gone)}" if gone else "")
                 + "; nothing was changed: plan again (plan --out) and apply the new file"
             )
         else:
-            self._fail(
+            self.fail(
                 f"the plan changed since you confirmed it: now {len(plan.changes)} change(s),"
                 f" not confirmed: {titles}; nothing was changed: apply again to see and"
                 " confirm the new plan"
@@ -421,7 +317,7 @@ class HostRun:
         self.result.refused = True
         return True
 
-    def _check_only(self, plan: HostPlan) -> None:
+    def check_only(self, plan: HostPlan) -> None:
         for c in plan.changes:
             self.index += 1
             diff = self._diff(c) if self.opts.diff else ""
@@ -441,22 +337,22 @@ class HostRun:
             )
         self.result.status = "changed" if plan.changes else "ok"
 
-    def _apply(self, plan: HostPlan, facts: HostFacts) -> bool:
+    def apply(self, plan: HostPlan, facts: HostFacts) -> bool:
         todo = [c for c in plan.changes if not c.only_reboot]
-        if todo and self._stopped(f"change {self.index + 1}/{self.index + len(todo)}"):
+        if todo and self.stopped(f"change {self.index + 1}/{self.index + len(todo)}"):
             return False  # before the hooks and the first change
         if todo and not self._may_act_as_root(todo):
             return False
         if plan.hooks and self.after_disrupt is None:
             before = plan.hook("before_disrupt")
-            if before is not None and not self._hook("before_disrupt", before):
+            if before is not None and not self.hook("before_disrupt", before):
                 return False
             self.after_disrupt = plan.hook("after_disrupt") or ""
         if todo:
             self.bus.emit(HostStatusChanged(self.host.name, status="applying"))
         total = self.index + len(todo)
         for c in todo:
-            if self._stopped(f"change {self.index + 1}/{total} ({c.title})"):
+            if self.stopped(f"change {self.index + 1}/{total} ({c.title})"):
                 return False
             self.index += 1
             if not self._change(c, total, facts):
@@ -469,11 +365,10 @@ class HostRun:
         if self.host.become != "none" or not any(c.sudo for c in todo):
             return True
         res = self.t.run("id -u")
-        self.result.round_trips += 1
         if res.ok and res.stdout.strip() == "0":
             return True
         user = self.host.ssh.user if self.host.connection == "ssh" else "this user"
-        self._fail(
+        self.fail(
             f"become: none, and {user} is not root: {len(todo)} change(s) need root "
             f"({todo[0].title}, ...); log in as root, or set become: sudo"
         )
@@ -519,13 +414,14 @@ class HostRun:
                 said_out, said_err = "".join(said["stdout"]), "".join(said["stderr"])
                 output = StepOutput.capped(step.shown(), None, said_out, said_err)
                 return self._change_failed(c, i, start, done, why, diff, output)
-            self.result.round_trips += 1
             done.append(step.shown())
             if not res.ok and c.reload is not None and res.exit_code == RELOAD_REFUSED:
                 self._journal_end(c)  # the reboot does its work: nothing to run again
                 return self._reload_refused(c, i, start, done, res.stderr, diff)
             if not res.ok:
-                why = _why(res.exit_code, res.stderr, res.stdout, facts, str(step.command))
+                holder = facts.dpkg_lock_holder or ""
+                why = aptmessages.failure(res.exit_code, res.stderr, res.stdout, holder,
+                                          str(step.command))  # fmt: skip
                 if res.exit_code == 255 and self._connection_lost():
                     why = "the SSH connection was lost while it ran (" + why + ")"
                     if c.apt:
@@ -565,7 +461,6 @@ class HostRun:
             self.t.run(journal.end_command(c), sudo=True, timeout=30)
         except TransportError:
             return  # left begun: the next apply runs the reload again, harmlessly
-        self.result.round_trips += 1
 
     def _reload_refused(
         self, c: Change, i: int, start: float, done: list[str], stderr: str, diff: str
@@ -589,12 +484,12 @@ class HostRun:
     def _connection_lost(self) -> bool:
         """Exit 255 is also what a session cut mid-command reads as: whether the
         connection survived it (a probe that cannot run, or had to reconnect, says not)."""
-        before = getattr(self.t, "connections_opened", None)
+        before = self.t.connections_opened
         try:
             probe = self.t.run(["true"], timeout=15)
         except Exception:  # TransportError, or paramiko's EOFError/SSHException: gone
             return True
-        return not probe.ok or getattr(self.t, "connections_opened", None) != before
+        return not probe.ok or self.t.connections_opened != before
 
     def _change_failed(
         self,
@@ -622,7 +517,7 @@ class HostRun:
                 diff=diff,
             )
         )
-        self._fail(f"{c.title}: {why}")
+        self.fail(f"{c.title}: {why}")
         return False
 
     def _put_back(self, c: Change, done: list[str]) -> str:
@@ -632,7 +527,6 @@ class HostRun:
         said = ""
         if self.undo.pending:
             restored, failed = self.undo.restore(self.t)
-            self.result.round_trips += len(restored) + len(failed)
             if restored:
                 said += f"; restored {', '.join(restored)}"
             if failed:
@@ -642,7 +536,7 @@ class HostRun:
             self.installed = True  # the failing step is (or follows) the transaction
         if not self.installed and self.after_disrupt:
             hook, self.after_disrupt = self.after_disrupt, None
-            if self._hook("after_disrupt", hook):
+            if self.hook("after_disrupt", hook):
                 said += "; packages untouched, so after_disrupt ran (the host is not left drained)"
         return said
 
@@ -672,32 +566,33 @@ class HostRun:
         )
         return "".join(lines)
 
-    def _apt_update(self, facts: HostFacts) -> bool:
+    def apt_update(self, facts: HostFacts) -> bool:
         with self._idle(True):
             res = self.t.run(
                 apt_update(self.host.apt.lock_timeout),
                 sudo=True,
                 timeout=self.host.ssh.command_timeout,
             )
-        self.result.round_trips += 1
         if not res.ok:
-            self._fail(f"apt-get update: {_why(res.exit_code, res.stderr, res.stdout, facts)}")
+            holder = facts.dpkg_lock_holder or ""
+            why = aptmessages.failure(res.exit_code, res.stderr, res.stdout, holder)
+            self.fail(f"apt-get update: {why}")
         return res.ok
 
     @contextmanager
     def _idle(self, long: bool) -> Iterator[None]:
         """A long step may stay silent for apt.inactivity_timeout rather than the ssh one:
         as written, shorter too (`check` refuses values that cannot hold: compat/check.py)."""
-        was = getattr(self.t, "inactivity_timeout", None)
+        was = self.t.inactivity_timeout
         if long and was is not None:
-            self.t.inactivity_timeout = self.host.apt.inactivity_timeout  # type: ignore[attr-defined]
+            self.t.inactivity_timeout = self.host.apt.inactivity_timeout
         try:
             yield
         finally:
             if long and was is not None:
-                self.t.inactivity_timeout = was  # type: ignore[attr-defined]
+                self.t.inactivity_timeout = was
 
-    def _hook(self, name: str, shell: str) -> bool:
+    def hook(self, name: str, shell: str) -> bool:
         """Run an inventory hook on the host as root; a failure fails the host."""
         if not shell:
             return True
@@ -705,21 +600,20 @@ class HostRun:
         try:
             res = self.t.run(["sh", "-c", shell], sudo=True, timeout=self.host.ssh.command_timeout)
             ok = res.ok
-            why = "" if ok else _why(res.exit_code, res.stderr, res.stdout, HostFacts())
+            why = "" if ok else aptmessages.failure(res.exit_code, res.stderr, res.stdout)
         except CommandTimeoutError as exc:
             ok, why = False, f"timed out: {exc}"
-        self.result.round_trips += 1
         secs = round(time.monotonic() - start, 3)
         status: Literal["ok", "failed"] = "ok" if ok else "failed"
         self.bus.emit(HookFinished(self.host.name, hook=name, status=status, seconds=secs,
                                    message=why))  # fmt: skip
         if not ok:
-            self._fail(f"hook {name} failed ({why})")
+            self.fail(f"hook {name} failed ({why})")
         return ok
 
     # -- reboot --------------------------------------------------------------------------------
 
-    def _reboot(self, reason: str, facts: HostFacts) -> bool:
+    def reboot(self, reason: str, facts: HostFacts) -> bool:
         name = self.host.name
         self.bus.emit(RebootStarted(name, reason=reason))
         self.bus.emit(HostStatusChanged(name, status="rebooting", detail=reason))
@@ -728,11 +622,10 @@ class HostRun:
         try:
             res = self.t.run(REBOOT, sudo=True, timeout=30)
             if not res.ok:
-                self._fail(f"reboot refused (exit {res.exit_code}): {res.stderr.strip()}")
+                self.fail(f"reboot refused (exit {res.exit_code}): {res.stderr.strip()}")
                 return False
         except TransportError:
             pass  # the connection dropping is what a reboot does
-        self.result.round_trips += 1
         timeout = self.opts.reboot_timeout or self.host.reboot.timeout or REBOOT_TIMEOUT
         deadline = start + timeout
         new = ""
@@ -751,7 +644,7 @@ class HostRun:
                 break
             new = ""
         if not new:
-            self._fail(f"no new boot within {timeout:g} s (the reboot timeout) after the reboot")
+            self.fail(f"no new boot within {timeout:g} s (the reboot timeout) after the reboot")
             return False
         secs = round(time.monotonic() - start, 3)
         self.result.rebooted, self.result.reboot_seconds, self.result.boot_id = True, secs, new
@@ -760,14 +653,13 @@ class HostRun:
 
     # -- smoke ---------------------------------------------------------------------------------
 
-    def _smoke(self) -> None:
+    def smoke(self) -> None:
         try:
             from gpunode.smoke.runner import smoke_host
         except ImportError:
             return
         with self._idle(True):
             smoke = smoke_host(self.host, self.t, self.bus)  # it emits SmokeResult events
-        self.result.round_trips += 1
         self.result.smoke = smoke.to_json()
         if smoke.failed:
             self.result.status = "failed"
@@ -783,12 +675,11 @@ class HostRun:
             findings = diagnose(probe(self.t, self.host))
         except TransportError:
             return  # the smoke failure stands on its own
-        self.result.round_trips += 2
         for f in findings:
             self.bus.emit(DoctorFinding(self.host.name, f.rule, f.severity, f.title,
                                         f.evidence, f.fix))  # fmt: skip
 
-    def _stopped(self, before: str) -> bool:
+    def stopped(self, before: str) -> bool:
         """The run was asked to stop: start nothing more on this host ("interrupted")."""
         stop = self.opts.stop
         if stop is None or not stop.requested:
@@ -801,38 +692,10 @@ class HostRun:
                                         detail=self.result.message))  # fmt: skip
         return True
 
-    def _fail(self, message: str) -> None:
+    def fail(self, message: str) -> None:
         self.result.status = "failed"
         self.result.message = message
         self.bus.emit(HostStatusChanged(self.host.name, status="failed", detail=message))
-
-
-def _why(code: int, stderr: str, stdout: str, facts: HostFacts, command: str = "") -> str:
-    held = aptmessages.lock(stdout, stderr)
-    if held is not None:
-        holder = held.holder or (held.name == "dpkg lock" and facts.dpkg_lock_holder) or "unknown"
-        return f"{held.name} held by {holder}; try again when it finishes (exit {code})"
-    # apt's reason (its E: lines, the unmet Depends:, dpkg's error), else the last lines
-    text = (stderr.strip() or stdout.strip()).splitlines()
-    tail = aptmessages.summary(stdout, stderr) or (" | ".join(text[-3:]) if text else "")
-    why = f"exit {code}: {tail}" if tail else f"exit {code}"
-    mark = stderr.rfind("\n" + LOG_TAIL)
-    if mark >= 0 or stderr.startswith(LOG_TAIL):  # a log's tail: keep all of it
-        why = f"exit {code}:\n{stderr[mark + 1 :].strip()}"
-    if sig := _SIG.search(stderr + stdout):
-        why += "; " + _SIG_HINTS[sig.group(1)].format(key=sig.group(2))
-    if _CURL.search(stderr):  # curl names the host and port, not the URL it was fetching
-        url = next(iter(_URL.findall(command)), "")
-        if url and url not in why:
-            why += f" (fetching {url})"
-    return why
-
-
-def _parts(role: str, title: str) -> set[tuple[str, str]]:
-    """(role, task) of each task a change does: one apt transaction may join several
-    ("driver+cuda_toolkit: NVIDIA driver ...; CUDA toolkit 12.4")."""
-    task = title.removeprefix(f"{role}: ") if role else title
-    return {(r, t) for r in role.split("+") for t in task.split("; ")}
 
 
 def planned(c: Change) -> PlannedChange:

@@ -1,8 +1,8 @@
 """The transport interface: how gpunode talks to a host.
 
-Small on purpose (as httpx's transports): run a command, put a file, get a
-file, forward a port of the host's loopback, close. Commands are argv lists or already-quoted shell text; anything
-that came from an inventory must pass through `shlex.quote` (see `quote`).
+Small on purpose (as httpx's transports): run a command, get a file, forward a port of
+the host's loopback, close. Commands are argv lists or already-quoted shell text;
+anything that came from an inventory must pass through `shlex.quote` (see `quote`).
 """
 
 from __future__ import annotations
@@ -88,6 +88,14 @@ def join(argv: Sequence[str]) -> str:
 
 class Transport(Protocol):
     name: str
+    inactivity_timeout: float | None
+    """Seconds a command may stay silent before it is taken for hung (None: no limit); the
+    executor lengthens it around apt's long steps (apt.inactivity_timeout)."""
+
+    @property
+    def connections_opened(self) -> int:
+        """Connections opened so far: a count that moved between two commands is a reconnect."""
+        ...
 
     def connect(self) -> None:
         """Open the connection (idempotent). Raises HostUnreachableError."""

@@ -29,6 +29,8 @@ class LocalTransport:
         self._password = become_password
         self._timeout = command_timeout
         self._relay: Relay | None = None
+        self.inactivity_timeout: float | None = None  # a local command is never cut for silence
+        self.connections_opened = 0  # no connection to lose
 
     def connect(self) -> None:
         pass

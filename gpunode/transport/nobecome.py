@@ -15,6 +15,18 @@ class NoBecome:
         self.inner = inner
         self.name = inner.name
 
+    @property
+    def inactivity_timeout(self) -> float | None:
+        return self.inner.inactivity_timeout
+
+    @inactivity_timeout.setter
+    def inactivity_timeout(self, seconds: float | None) -> None:
+        self.inner.inactivity_timeout = seconds
+
+    @property
+    def connections_opened(self) -> int:
+        return self.inner.connections_opened
+
     def connect(self) -> None:
         self.inner.connect()
 

@@ -71,12 +71,12 @@ def test_the_read_after_changes_is_one_round_trip_and_none_on_a_converged_host(
     assert code == 0, [e["message"] for e in of(evs, "host-finished")]
     assert of(evs, "host-finished", host)[0]["status"] == "changed"
     assert on_host(inv, host, f"cat {LOG}") == "run\n"
-    assert round_trips(evs, host) == 3  # the read, the command, the read that found it done
+    assert round_trips(evs, host) == 5  # lock, read, command, the read that finds it done, lock
     assert len(of(evs, "plan-ready", host)) == 1  # an empty re-plan is not announced
 
     code, evs = apply(lab, inv, "--limit", host)
     assert code == 0 and of(evs, "host-finished", host)[0]["status"] == "ok"
-    assert round_trips(evs, host) == 1  # converged: no read after nothing
+    assert round_trips(evs, host) == 3  # converged: the lock, one read, the lock given back
     assert on_host(inv, host, f"cat {LOG}") == "run\n"
 
 
@@ -103,7 +103,7 @@ def test_a_file_only_the_facts_name_is_hashed_in_the_second_read_and_converges(
     code, evs = apply(lab, inv, "--limit", host)
     assert code == 0 and of(evs, "change-started") == []
     assert of(evs, "host-finished", host)[0]["status"] == "ok"
-    assert round_trips(evs, host) == 2  # the facts, then the file only they could name
+    assert round_trips(evs, host) == 4  # lock, facts, the file only they could name, lock
     assert lab.tree(host) == before
 
 
@@ -129,7 +129,7 @@ def test_a_file_only_root_may_read_is_hashed_as_root_and_not_written_again(
     before = lab.tree(host)
     code, evs = apply(lab, inv, "--limit", host)
     assert code == 0 and of(evs, "change-started") == []
-    assert round_trips(evs, host) == 2  # the facts (unreadable to them), then its hash as root
+    assert round_trips(evs, host) == 4  # lock, facts (it unreadable), its hash as root, lock
     assert lab.tree(host) == before
     # plan runs no sudo: it cannot know, and says so
     plan = json.loads(lab.gpunode("plan", str(inv), "--limit", host, "--json").stdout)

@@ -256,7 +256,7 @@ def test_diff_never_records_a_private_files_content(
         change(public, "api_key = s3cr3t-new\n", "0640"),  # becomes private
         change(public, "hello after\n", "0644"),  # public: the diff is kept
     )
-    run._check_only(HostPlan("me", changes=cases))  # as `apply --check --diff` does
+    run.check_only(HostPlan("me", changes=cases))  # as `apply --check --diff` does
     assert len(seen) == 3
     rec = records.Record("apply", "inv.yaml", {"diff": True})
     path = rec.finish({"me": run.result.to_json()}, 0, 1.0)

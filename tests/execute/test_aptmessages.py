@@ -6,9 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gpunode.execute.aptmessages import Lock, lock, summary
-from gpunode.execute.host import _why
-from gpunode.facts.model import HostFacts
+from gpunode.execute.aptmessages import Lock, failure, lock, summary
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "apt"
 
@@ -69,7 +67,7 @@ def test_the_dpkg_lock_is_named_with_its_holder_from_apts_waiting_lines() -> Non
 def test_the_list_lock_is_named_as_such_with_its_holder() -> None:
     got = lock(*said("lists"))
     assert got == Lock("apt's list lock", "/tmp/aptcap/lists/lock", "pid 13160 (python3)")
-    why = _why(100, said("lists")[1], said("lists")[0], HostFacts(dpkg_lock_holder="pid 1 (x)"))
+    why = failure(100, said("lists")[1], said("lists")[0], "pid 1 (x)")
     assert why.startswith("apt's list lock held by pid 13160 (python3); try again")
     assert "dpkg" not in why
 

@@ -174,6 +174,10 @@ class Recording:
     """A transport that runs each command with sh here (as root would on a host) and keeps
     what it was asked to run."""
 
+    name = "recording"
+    inactivity_timeout = None
+    connections_opened = 0
+
     def __init__(self, exit_codes: dict[int, int] | None = None) -> None:
         self.runs: list[tuple[str, bytes | None, bool]] = []
         self.exit_codes = exit_codes or {}
@@ -206,7 +210,7 @@ def test_the_executor_runs_each_command_once_with_the_journals_writes(
     hr = host_run(t)
     c = change(tmp_path)
     assert hr._change(c, 1, model.HostFacts())
-    assert len(t.runs) == len(c.steps) == hr.result.round_trips  # no round trip of its own
+    assert len(t.runs) == len(c.steps) == hr.t.round_trips  # no round trip of its own
     assert all(sudo for _, _, sudo in t.runs)
     assert t.runs[0][1] is not None and t.runs[0][1].endswith(c.steps[0].stdin.encode())  # type: ignore[union-attr]
     (done,) = hr.result.changes

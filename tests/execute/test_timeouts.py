@@ -22,6 +22,7 @@ def with_settings(apt: str, ssh: str = "") -> Host:
 class Silent:
     """A transport as far as _idle sees one: its inactivity timeout."""
 
+    name = "silent"
     inactivity_timeout: float | None = 30.0
 
 

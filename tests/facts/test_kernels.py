@@ -103,15 +103,14 @@ def test_facts_view_shows_kernels_headers_and_dkms() -> None:
 
 def test_a_failed_build_keeps_the_whole_make_log_tail() -> None:
     from gpunode.changes import LOG_TAIL
-    from gpunode.execute.host import _why
-    from gpunode.facts.model import HostFacts
+    from gpunode.execute.aptmessages import failure
 
     log = [f"line {i}" for i in range(20)]
     stderr = "\n".join(
         ["Error! Bad return status for module build on kernel: 6.8.0-87-generic (x86_64)",
          LOG_TAIL + "/var/lib/dkms/nvidia/580.95.05/build/make.log", *log]
     )  # fmt: skip
-    why = _why(10, stderr, "", HostFacts())
+    why = failure(10, stderr, "")
     assert why.startswith("exit 10:\nlast lines of /var/lib/dkms/nvidia/580.95.05/build/make.log")
     assert why.endswith("\n".join(log))
-    assert _why(1, "a\nb\nc\nd", "", HostFacts()) == "exit 1: b | c | d"  # others: 3 lines
+    assert failure(1, "a\nb\nc\nd", "") == "exit 1: b | c | d"  # others: 3 lines
