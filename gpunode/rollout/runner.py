@@ -49,6 +49,8 @@ class HostEnd:
         return {
             "phase": self.phase,
             "detail": self.detail,
+            "status": self.phase,  # what `gpunode report` shows of a host, and counts failed
+            "message": self.detail,
             "wave": self.wave,
             "apply_status": self.apply_status,
             "before": self.before.to_json() if self.before is not None else None,

@@ -47,13 +47,14 @@ def local_runner(conf: str | None) -> Runner:
 
 
 def transport_runner(transport: Transport, conf: str | None) -> Runner:
-    """scontrol on the controller host, over gpunode's own connection to it."""
+    """scontrol on the controller host, over gpunode's own connection to it, through the
+    host's `become` (draining and resuming are Slurm operator work: root or SlurmUser)."""
     env = {"SLURM_CONF": conf} if conf else None
     lock = threading.Lock()  # one connection, asked from each host's worker
 
     def run(argv: Sequence[str]) -> CommandResult:
         with lock:
-            return transport.run(list(argv), env=env, timeout=60)
+            return transport.run(list(argv), sudo=True, env=env, timeout=60)
 
     return run
 

@@ -80,8 +80,19 @@ def start_at_old(lab: Lab, tmp: Path) -> Path:
     return inv
 
 
-def inventory(lab: Lab, tmp: Path) -> Path:
-    return lab.inventory(tmp, **STACK)
+def inventory(lab: Lab, tmp: Path, controller: str | None = None) -> Path:
+    """The lab's inventory with STACK; `controller`: scontrol runs on that lab host (over
+    gpunode's connection, with sudo) with the hosts' own slurm.conf, not here."""
+    path = lab.inventory(tmp, **STACK)
+    if controller is not None:
+        from ruamel.yaml import YAML
+
+        yaml = YAML()
+        doc = yaml.load(path.read_text())
+        doc["defaults"]["slurm"] = {"controller": controller, "conf": "/etc/slurm/slurm.conf"}
+        with path.open("w") as fh:
+            yaml.dump(doc, fh)
+    return path
 
 
 def upgrade(lab: Lab, *args: str) -> subprocess.CompletedProcess[str]:
@@ -138,13 +149,14 @@ def test_a_running_job_is_waited_for_then_every_host_upgrades_and_rollback_retur
         until(lambda h=h: idle(slurm_lab, h), 30, f"{h} back IDLE after the rollback")
 
 
-def test_a_canary_whose_smoke_test_fails_stops_the_rollout_drained(
+def test_a_canary_whose_smoke_test_fails_stops_the_rollout_drained_with_its_reason(
     slurm_lab: Lab, tmp_path: Path
 ) -> None:
     inv = start_at_old(slurm_lab, tmp_path)
+    remote = inventory(slurm_lab, tmp_path / "remote", controller="lab-02")
     assert slurm_lab.gpunode("lab", "fault", "lab-01", "gpu-lost").returncode == 0
-    try:
-        out = upgrade(slurm_lab, "upgrade", str(inv))
+    try:  # scontrol on lab-02, the one host this rollout must not touch
+        out = upgrade(slurm_lab, "upgrade", str(remote))
     finally:
         slurm_lab.gpunode("lab", "fault", "lab-01", "gpu-lost", "--off")
     assert out.returncode == 2, out.stdout[-3000:] + out.stderr[-2000:]
