@@ -14,6 +14,7 @@ from gpunode.compat.driver import (
     torch_variant,
 )
 from gpunode.compat.frameworks import conda_tos_channels
+from gpunode.components import COMPONENTS
 from gpunode.inventory.model import Conda, Host
 from gpunode.versions import dotted_key
 
@@ -65,11 +66,16 @@ def check_host(host: Host) -> list[Finding]:
                 f"cuDNN {cudnn.split('.')[0]} has no packages for CUDA {default}: {hint}",
             )
         )
-    if (stack.cudnn or stack.nccl) and not default:
+    # the components built per CUDA major (gpunode.components); TensorRT says so itself
+    per_major = [c.title for c in COMPONENTS if c.per_cuda_major and c.field != "tensorrt"
+                 and getattr(stack, c.field)]  # fmt: skip
+    if per_major and not default:
+        *first, last = per_major
+        named = f"{', '.join(first)} and {last}" if first else last
         out.append(
             Finding(
                 ("stack", "cuda"),
-                "cuDNN and NCCL builds follow the CUDA toolkit: declare cuda: {toolkits: [...]}",
+                f"{named} builds follow the CUDA toolkit: declare cuda: {{toolkits: [...]}}",
             )
         )
 

@@ -66,7 +66,8 @@ BAD = [
         'cuda: {toolkits: ["13.0"]}\ncudnn: "8"',
         'cuDNN 8 has no packages for CUDA 13.0: use cudnn: "9"',
     ),
-    ('nccl: "2.21"', "cuDNN and NCCL builds follow the CUDA toolkit"),
+    ('nccl: "2.21"', "NCCL builds follow the CUDA toolkit"),
+    ('cudnn: "9"\nnccl: "2.21"\ndcgm: {}', "cuDNN, NCCL and DCGM builds follow the CUDA toolkit"),
     (
         'driver: {branch: "550"}\nconda: {tos: accept, envs: {t: {pytorch: "2.11.0"}}}',
         "PyTorch 2.11.0 wheels (cu126, cu128, cu130) need driver >= 560.28.03, but branch 550",
