@@ -205,7 +205,14 @@ def _rollout(inventory: str, identity: InventoryId, hosts: list[Host], every: di
                 target=target)  # fmt: skip
     rollout = Rollout(plan, _schedulers(every, password), bus, record)
     path = record.save()
-    ends = rollout.run()
+    try:
+        ends = rollout.run()
+    except KeyboardInterrupt:
+        record.finish(record.data["hosts"], int(ExitCode.INTERRUPTED), round(_elapsed(record), 3),
+                      status="interrupted")  # fmt: skip
+        click.echo(f"gpunode: {command} interrupted: the current wave's nodes may be left "
+                   f"drained (sinfo -R); its record: {path}", err=True)  # fmt: skip
+        raise
     failed = [h for h, e in ends.items() if e.phase != "resumed"]
     code = ExitCode.FAILED if failed else ExitCode.OK
     record.finish(record.data["hosts"], int(code), round(_elapsed(record), 3),

@@ -172,10 +172,10 @@ class Rollout:
         drained: list[Host] = []
         for h in hosts:
             node = self.scheduler_for(h)
-            self._say(h.name, "draining", i)
-            if node is None:
+            if node is None:  # not a node of any scheduler: nothing to take out of service
                 drained.append(h)
                 continue
+            self._say(h.name, "draining", i)
             sched, name = node
             was = befores[h.name].driver or "none"
             try:
