@@ -67,6 +67,10 @@ class Component(NamedTuple):
     """dpkg-query patterns for the facts script's package list (HostFacts.packages)."""
     when: str | None = None
     """An attribute of its value that must be true as well for the role to run."""
+    unattended: tuple[str, ...] = ()
+    """unattended-upgrades' blacklist entries that keep it off its packages (Python
+    regular expressions matched from the start of a package's name); the first may be a
+    `// comment`."""
 
 
 COMPONENTS: tuple[Component, ...] = (
@@ -81,6 +85,9 @@ COMPONENTS: tuple[Component, ...] = (
         dpkg=("nvidia*", "libnvidia*", "xserver-xorg-video-nouveau", "linux-headers-*",
               "linux-modules-nvidia*", "linux-objects-nvidia*", "linux-signatures-nvidia*",
               "dkms", "mokutil"),
+        unattended=("// the driver, its libraries, Ubuntu's prebuilt modules and Fabric Manager",
+                    "nvidia-", "libnvidia-", "xserver-xorg-video-nvidia-", "linux-modules-nvidia-",
+                    "linux-objects-nvidia-", "linux-signatures-nvidia-", "nvidia-fabricmanager"),
     ),
     Component(
         "cuda", "Cuda", "cuda_toolkit",
@@ -90,6 +97,9 @@ COMPONENTS: tuple[Component, ...] = (
         doctor=("cuda.",),
         facts=("packages", "toolkits"),
         dpkg=("cuda*", "libcuda*"),
+        unattended=("// the CUDA toolkit and its libraries", "cuda-", "libcublas", "libcufft",
+                    "libcufile", "libcurand", "libcusolver", "libcusparse", "libnpp",
+                    "libnvjitlink", "libnvjpeg"),
     ),
     Component(
         "cudnn", "Package", "cudnn", "cuDNN", "cudnn",
@@ -97,6 +107,7 @@ COMPONENTS: tuple[Component, ...] = (
         per_cuda_major=True, repository="nvidia", policy="package", hold=True,
         facts=("packages", "cudnn_version"),
         dpkg=("libcudnn*",),
+        unattended=("libcudnn", "cudnn"),
     ),
     Component(
         "nccl", "Package", "nccl", "NCCL", "nccl",
@@ -105,6 +116,7 @@ COMPONENTS: tuple[Component, ...] = (
         smoke=("nccl-allreduce",),
         facts=("packages", "nccl_version"),
         dpkg=("libnccl*",),
+        unattended=("libnccl",),
     ),
     Component(
         "tensorrt", "TensorRT", "tensorrt", "TensorRT", "tensorrt",
@@ -113,6 +125,7 @@ COMPONENTS: tuple[Component, ...] = (
         smoke=("tensorrt",),
         facts=("packages",),
         dpkg=("libnvinfer*", "libnvonnxparsers*", "tensorrt*", "python3-libnvinfer*"),
+        unattended=("libnvinfer", "libnvonnxparsers", "tensorrt", "python3-libnvinfer"),
     ),
     Component(
         "dcgm", "Dcgm", "dcgm", "DCGM", "dcgm",
@@ -121,6 +134,7 @@ COMPONENTS: tuple[Component, ...] = (
         smoke=("dcgm",),
         facts=("packages", "module"),
         dpkg=("datacenter-gpu-manager*",),
+        unattended=("datacenter-gpu-manager",),
     ),
     Component("cuda_env", "bool", "cuda_env", facts=("toolkits",)),
     Component(

@@ -3,6 +3,7 @@ declaration agrees with it, and names only what exists."""
 
 from __future__ import annotations
 
+import re
 import typing
 from pathlib import Path
 
@@ -65,6 +66,9 @@ def test_each_component_names_what_exists(component: typing.Any) -> None:
     for prefix in component.doctor:
         assert any(r.id.startswith(prefix) for r in RULES), prefix
     assert component.hold == (component.policy in ("package", "driver"))
+    # unattended-upgrades is kept off every package of NVIDIA's repository
+    assert bool(component.unattended) == (component.repository == "nvidia")
+    assert all(re.fullmatch(r"// [^\n]*|[a-z0-9][a-z0-9.+-]*", e) for e in component.unattended)
     if component.hold:
         model = Stack.model_fields[component.field].annotation
         fields = next(a for a in typing.get_args(model) if hasattr(a, "model_fields"))

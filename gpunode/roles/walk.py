@@ -54,6 +54,8 @@ def base_context(host: Host, facts: HostFacts, resolved: Resolved | None = None)
         "facts": facts,
         "compat": _COMPAT,
         "vars": dict(host.stack.vars),
+        # the components the stack declares, as gpunode.components declares them
+        "components": [c for c in COMPONENTS if getattr(host.stack, c.field)],
     }
 
 
