@@ -20,6 +20,7 @@ from gpunode.exitcodes import ExitCode
 if TYPE_CHECKING:
     from gpunode.inventory.model import Host
     from gpunode.records import InventoryId
+    from gpunode.rollout.before import Before
     from gpunode.scheduler import Scheduler
 
 
@@ -95,9 +96,9 @@ def upgrade(inventory: str, limit: str | None, forks: int | None, canary: int, w
 def rollback(run: str, limit: str | None, forks: int | None, canary: int, wave_size: str,
              max_fail: float, reboot_timeout: float | None, yes: bool,
              ask_become_pass: bool) -> None:  # fmt: skip
-    """Return the hosts an upgrade RUN changed to the driver release (and its hold) its
-    record kept from before it, through the same rolling path. The rest of the stack is
-    the inventory's.
+    """Return the hosts an upgrade RUN changed to the driver release, cuDNN and NCCL
+    versions (and their holds) its record kept from before it, through the same rolling
+    path. The rest of the stack is the inventory's.
 
     Exit status: 0 every host resumed; 2 a host failed; 4 bad input (no such run, not an
     upgrade's); 5 usage.
@@ -130,19 +131,29 @@ def rollback(run: str, limit: str | None, forks: int | None, canary: int, wave_s
              extra={"rollback_of": data["id"]})  # fmt: skip
 
 
-def _pin(h: Host, before: Any) -> Host:
-    """The host with its driver at the recorded release (its branch), held as it was."""
+def _pin(h: Host, before: Before) -> Host:
+    """The host with its driver at the recorded release (its branch), and cuDNN and NCCL
+    (where the inventory manages them) at their recorded exact versions, held as they were."""
     assert h.stack.driver is not None and before.driver is not None
-    driver = h.stack.driver.model_copy(
-        update={
-            "version": before.driver,
-            "branch": before.driver.split(".")[0],
-            "update": "keep",
-            "hold": before.driver_held,
-        }
-    )
-    stack = h.stack.model_copy(update={"driver": driver})
-    return h.model_copy(update={"stack": stack})
+    update: dict[str, Any] = {
+        "driver": h.stack.driver.model_copy(
+            update={
+                "version": before.driver,
+                "branch": before.driver.split(".")[0],
+                "update": "keep",
+                "hold": before.driver_held,
+            }
+        )
+    }
+    for name in ("cudnn", "nccl"):
+        spec = getattr(h.stack, name)
+        kept = before.library(name)
+        if spec is not None and kept is not None:
+            version, held = kept
+            update[name] = spec.model_copy(
+                update={"version": version, "update": "keep", "hold": held}
+            )
+    return h.model_copy(update={"stack": h.stack.model_copy(update=update)})
 
 
 def _target(h: Host) -> str:

@@ -20,6 +20,10 @@ READ_SH = (
 RELEASE = re.compile(r"\A[0-9]+\.[0-9]+(\.[0-9]+)*\Z")
 PIN = re.compile(r"\A[a-z0-9][a-z0-9+.-]*=[A-Za-z0-9.+~:-]+\Z")
 PKG = re.compile(r"\A[a-z0-9][a-z0-9+.-]*\Z")
+LIBRARIES = {  # the runtime package whose version is the component's exact version
+    "cudnn": re.compile(r"\Alibcudnn[0-9]+-cuda-[0-9]+\Z"),
+    "nccl": re.compile(r"\Alibnccl[0-9]+\Z"),
+}
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,14 @@ class Before:
             {str(k): str(v) for k, v in dict(data.get("packages") or {}).items()},
             tuple(str(h) for h in data.get("held") or ()),
         )
+
+    def library(self, component: str) -> tuple[str, bool] | None:
+        """cuDNN's or NCCL's installed runtime package: (its exact Debian version, held)."""
+        pattern = LIBRARIES[component]
+        for name, version in sorted(self.packages.items()):
+            if pattern.match(name):
+                return version, name in self.held
+        return None
 
     @property
     def driver_held(self) -> bool:

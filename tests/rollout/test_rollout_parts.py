@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 
@@ -108,3 +109,35 @@ def test_before_reads_the_loaded_release_packages_and_holds() -> None:
     }
     assert b.held == ("nvidia-open-580",) and b.driver_held
     assert parse_before("none\n### packages\n### held\n").driver is None
+
+
+def test_rollback_pins_the_recorded_driver_cudnn_and_nccl_held_as_they_were(
+    tmp_path: Path,
+) -> None:
+    from gpunode.cli.upgrade import _pin
+    from gpunode.inventory import load
+
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(
+        "defaults:\n"
+        "  stack:\n"
+        '    driver: {branch: "580", update: latest}\n'
+        '    cuda: {toolkits: ["12.8"]}\n'
+        '    cudnn: "9"\n'
+        "hosts:\n"
+        "  gpu1: {address: 127.0.0.1}\n"
+    )
+    host = load(str(inv)).hosts["gpu1"]
+    before = parse_before(
+        "580.95.05\n### packages\n"
+        "ii  nvidia-open-580=580.95.05-1\n"
+        "ii  libcudnn9-cuda-12=9.10.2.21-1\n"
+        "ii  libnccl2=2.26.2-1+cuda12.8\n"
+        "### held\nlibcudnn9-cuda-12\n"
+    )
+    stack = _pin(host, before).stack
+    assert stack.driver is not None and stack.cudnn is not None
+    assert (stack.driver.branch, stack.driver.version) == ("580", "580.95.05")
+    assert (stack.driver.update, stack.driver.hold) == ("keep", False)
+    assert (stack.cudnn.version, stack.cudnn.hold) == ("9.10.2.21-1", True)
+    assert stack.nccl is None  # not the inventory's to manage: left so
