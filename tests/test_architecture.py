@@ -40,7 +40,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("roles",),
     ("plan",),
     ("execute",),
-    ("rollout",),
+    ("rollout", "mirror"),
     ("views", "tui"),
     ("cli",),
     ("reference",),

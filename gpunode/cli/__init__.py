@@ -40,6 +40,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "GPU metrics of every host, for Prometheus.",
     ),
     "config": ("gpunode.cli.config", "config", "Show the effective settings, and where from."),
+    "mirror": ("gpunode.cli.mirror", "mirror", "Fetch once what the hosts install; serve it."),
 }
 
 

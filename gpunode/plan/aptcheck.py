@@ -76,6 +76,8 @@ def unavailable(
                     f" {cat.where} does not publish (it has {', '.join(newest)})"
                 )
             why = _missing_dependency(cat, t.name, taken, facts)
+            if not why and (lacking := _not_mirrored(cat, t.name, taken, facts)):
+                return f"{change.title}: {lacking}"
             if why:
                 asked = f"{t.name}={t.version}" if t.version else t.name
                 return (
@@ -123,6 +125,22 @@ def taken_version(cat: Catalog, t: Target) -> str | None:
     """The version apt takes for `t` from `cat`: the newest that matches; None if none does."""
     matching = [v for v in cat.versions(t.name) if version_matches(v, t.version)]
     return max(matching, key=debian_key) if matching else None
+
+
+def _not_mirrored(cat: Catalog, name: str, version: str, facts: HostFacts) -> str | None:
+    """The first file apt would download for `name` at `version` that a gpunode mirror does
+    not hold (`lacks`, from its manifest); None for any other repository."""
+    lacks: Callable[[str, str], str | None] | None = getattr(cat, "lacks", None)
+    if lacks is None:
+        return None
+    for pkg, ver in closure(cat, name, version, facts):
+        missing = lacks(pkg, ver)
+        if missing:
+            return (
+                f"apt would download {missing} ({pkg} {ver}), which the mirror {cat.where}"
+                " does not hold: run `gpunode mirror` for this inventory again"
+            )
+    return None
 
 
 def _missing_dependency(cat: Catalog, name: str, version: str, facts: HostFacts) -> str | None:

@@ -54,6 +54,11 @@ EXAMPLES: dict[str, list[str]] = {
         "gpunode exporter inventories/lab.yaml --names simple --interval 5",
         "gpunode exporter inventories/lab.yaml --textfile /var/lib/node_exporter/textfile --once",
     ],
+    "mirror": [
+        "gpunode mirror cluster.yaml /srv/gpunode-mirror",
+        "gpunode mirror build cluster.yaml /srv/gpunode-mirror --limit 'gpu-*'",
+        "gpunode mirror serve /srv/gpunode-mirror --bind 0.0.0.0:8470",
+    ],
 }
 """Command lines shown on each page (tests parse each one against its command)."""
 

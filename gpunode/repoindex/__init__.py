@@ -12,6 +12,7 @@ not resolve dependencies or choose versions itself either; callers do.
 
 from gpunode.repoindex.fetch import (
     FETCHED,
+    MIRROR_MANIFEST,
     NOT_MODIFIED,
     STALE,
     FetchedIndex,
@@ -20,11 +21,13 @@ from gpunode.repoindex.fetch import (
     Source,
     default_cache_dir,
     normalize_repo_url,
+    safe_opener,
 )
 from gpunode.repoindex.packages import PackageIndex, PackageVersion, parse_packages
 
 __all__ = [
     "FETCHED",
+    "MIRROR_MANIFEST",
     "NOT_MODIFIED",
     "STALE",
     "FetchedIndex",
@@ -36,4 +39,5 @@ __all__ = [
     "default_cache_dir",
     "normalize_repo_url",
     "parse_packages",
+    "safe_opener",
 ]

@@ -31,6 +31,8 @@ NOT_MODIFIED: Final = "not modified (cached)"
 STALE: Final = "cached, server unreachable"
 
 VARIANTS = ("Packages.xz", "Packages.gz", "Packages")
+MIRROR_MANIFEST = "gpunode-mirror.json"
+"""In a folder `gpunode mirror` wrote: {"files": {Filename: sha256}} of the .debs it holds."""
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_TOTAL_TIMEOUT = 120.0
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
@@ -123,7 +125,8 @@ class _SafeRedirects(urllib.request.HTTPRedirectHandler):
     http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
 
 
-def _opener() -> urllib.request.OpenerDirector:
+def safe_opener() -> urllib.request.OpenerDirector:
+    """An opener for http(s) only: no file:, ftp: or data: handler, redirects to http(s) only."""
     # Built by hand so no file:, ftp: or data: handler is ever present.
     opener = urllib.request.OpenerDirector()
     for handler in (
@@ -185,9 +188,10 @@ class IndexCache:
         self.timeout = timeout
         self.total_timeout = total_timeout
         self.max_bytes = max_bytes
-        self._opener = _opener()
+        self._opener = safe_opener()
         self._lock = threading.Lock()
         self._slots: dict[str, _Slot] = {}
+        self._manifests: dict[str, dict[str, str] | None] = {}
 
     def get(self, repo_url: str, *, allow_stale: bool = False) -> FetchedIndex:
         """The index of `repo_url`; raises IndexUnavailable saying which URL failed and why.
@@ -208,6 +212,23 @@ class IndexCache:
         assert slot.error is not None
         err = slot.error  # a fresh exception per caller: threads must not share a traceback
         raise IndexUnavailable(err.url, err.reason, stale_available=err.stale_available)
+
+    def mirror_manifest(self, repo_url: str) -> dict[str, str] | None:
+        """What a gpunode mirror's folder holds (Filename -> sha256), read once per
+        instance; None for a folder without a manifest (not a gpunode mirror) or unreadable."""
+        url = normalize_repo_url(repo_url)
+        with self._lock:
+            if url in self._manifests:
+                return self._manifests[url]
+        held: dict[str, str] | None = None
+        with contextlib.suppress(_Failure, ValueError, KeyError, TypeError):
+            got = self._download(url + MIRROR_MANIFEST, None)
+            files = json.loads(got.body)["files"] if got is not None else None
+            if isinstance(files, dict):
+                held = {str(k): str(v) for k, v in files.items()}
+        with self._lock:
+            self._manifests[url] = held
+        return held
 
     def cache_path(self, repo_url: str) -> Path:
         key = hashlib.sha256(normalize_repo_url(repo_url).encode()).hexdigest()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from gpunode.facts.model import HostFacts
 from gpunode.repoindex import FetchedIndex, IndexCache, PackageVersion
 from gpunode.repoindex import IndexUnavailable as FetchFailed
@@ -14,8 +16,11 @@ ARCH = "amd64"  # NVIDIA's x86_64 folders; arch "all" packages count too
 class IndexCatalog:
     """A Catalog over one fetched Packages index."""
 
-    def __init__(self, fetched: FetchedIndex) -> None:
+    def __init__(
+        self, fetched: FetchedIndex, manifest: Callable[[], dict[str, str] | None] | None = None
+    ) -> None:
         self.fetched = fetched
+        self._manifest = manifest  # a gpunode mirror's list of the files it holds
 
     @property
     def where(self) -> str:
@@ -42,6 +47,15 @@ class IndexCatalog:
         found = self._stanza(name, version)
         return Sizes(found.installed_size, found.size) if found else None
 
+    def lacks(self, name: str, version: str) -> str | None:
+        """The file of `name` at `version` when this folder is a gpunode mirror that does not
+        hold it (its manifest says so: the signed index lists every upstream file); else None."""
+        held = self._manifest() if self._manifest else None
+        found = self._stanza(name, version)
+        if held is None or found is None or not found.filename:
+            return None
+        return None if held.get(found.filename) == found.sha256 else found.filename
+
     def _stanza(self, name: str, version: str) -> PackageVersion | None:
         for v in self.fetched.index.versions(name, ARCH):
             if v.version == version:
@@ -59,7 +73,8 @@ class RepoVersions:
 
     def catalog(self, url: str) -> Catalog:
         try:
-            return IndexCatalog(self.cache.get(url, allow_stale=self.allow_stale))
+            fetched = self.cache.get(url, allow_stale=self.allow_stale)
+            return IndexCatalog(fetched, lambda: self.cache.mirror_manifest(url))
         except FetchFailed as exc:
             raise IndexUnavailable(str(exc)) from None
 

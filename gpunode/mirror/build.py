@@ -1,0 +1,268 @@
+"""Download a folder's signed indexes and the .debs the fleet needs into the mirror.
+
+The indexes (InRelease, Release, Release.gpg, Packages*) are kept byte for byte as NVIDIA
+serves them, so hosts' apt checks the signature and every hash as usual; each Packages file
+is checked against the InRelease's SHA256 list before it is used, and each .deb against the
+Packages' SHA256 before it is kept. A run downloads only what changed: an index the server
+says is not modified (If-Modified-Since, the file's mtime) and a .deb whose SHA256 already
+matches are kept. New indexes replace the old ones only once every .deb they name is in
+place, so a host reading the mirror mid-run sees the old, whole state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import email.utils
+import hashlib
+import http.client
+import json
+import os
+import posixpath
+import tempfile
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpunode import __version__
+from gpunode.mirror.needs import Folder
+from gpunode.repoindex import MIRROR_MANIFEST, PackageVersion, parse_packages, safe_opener
+from gpunode.repoindex.decompress import BadData, TooLarge, decompress
+
+INDEXES = ("InRelease", "Release", "Release.gpg", "Packages", "Packages.gz", "Packages.xz")
+MAX_INDEX = 256 * 1024 * 1024
+TIMEOUT = 30.0
+_CHUNK = 1024 * 1024
+
+
+class MirrorError(Exception):
+    """The mirror cannot be brought up to date; the message says which file and why."""
+
+
+@dataclass
+class Report:
+    downloaded: list[str] = field(default_factory=list)  # paths under the root
+    kept: list[str] = field(default_factory=list)
+    bytes: int = 0
+
+
+Say = Callable[[str], None]
+
+
+def build(folders: Iterable[Folder], root: Path, say: Say = lambda _: None) -> Report:
+    """Bring each folder's part of the mirror under `root` up to date."""
+    report = Report()
+    opener = safe_opener()
+    for folder in folders:
+        _folder(opener, folder, root, report, say)
+    return report
+
+
+def _folder(
+    opener: urllib.request.OpenerDirector, folder: Folder, root: Path, report: Report, say: Say
+) -> None:
+    dest = root / folder.rel
+    dest.mkdir(parents=True, exist_ok=True)
+    staged: dict[str, Path | None] = {}  # index name -> new copy (None: upstream has none)
+    try:
+        for name in INDEXES:
+            staged[name] = _index(opener, folder.url + name, dest / name, report, say)
+        packages = _packages(dest, staged)
+        wanted = [_stanza(packages, folder, n, v) for n, v in sorted(folder.packages)]
+        held: dict[str, str] = {}
+        for pv in wanted:
+            _deb(opener, folder, dest, pv, report, say)
+            held[pv.filename] = pv.sha256
+        for name, new in staged.items():  # the new indexes, once every .deb is in place
+            if new is _ABSENT:  # one the repository no longer has would not match its Release
+                with contextlib.suppress(FileNotFoundError):
+                    (dest / name).unlink()
+            elif new is not None:
+                os.replace(new, dest / name)
+        staged.clear()
+        _manifest(dest, packages, held)
+    finally:
+        for new in staged.values():
+            if new is not None and new is not _ABSENT:
+                with contextlib.suppress(FileNotFoundError):
+                    new.unlink()
+
+
+_ABSENT = Path("/nonexistent/absent-upstream")  # staged marker: the server has no such file
+
+
+def _index(
+    opener: urllib.request.OpenerDirector, url: str, have: Path, report: Report, say: Say
+) -> Path | None:
+    """A new copy of the index at `url` beside `have`; None when `have` is current;
+    _ABSENT when the server has no such file."""
+    headers = {"User-Agent": f"gpunode/{__version__}", "Accept-Encoding": "identity"}
+    if have.exists():
+        headers["If-Modified-Since"] = email.utils.formatdate(have.stat().st_mtime, usegmt=True)
+    try:
+        resp = opener.open(urllib.request.Request(url, headers=headers), timeout=TIMEOUT)
+    except urllib.error.HTTPError as e:
+        e.close()
+        if e.code == 304:
+            report.kept.append(str(have))
+            return None
+        if e.code in (404, 410):
+            return _ABSENT
+        raise MirrorError(f"{url}: HTTP {e.code} {e.reason}") from None
+    except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as e:
+        raise MirrorError(f"{url}: {getattr(e, 'reason', e)}") from None
+    with resp:
+        new, _ = _save(resp, have, url, MAX_INDEX)
+        modified = resp.headers.get("Last-Modified", "")
+    stamp = email.utils.parsedate_to_datetime(modified).timestamp() if modified else None
+    if stamp is not None:
+        os.utime(new, (stamp, stamp))
+    report.downloaded.append(str(have))
+    report.bytes += new.stat().st_size
+    say(f"fetched {url}")
+    return new
+
+
+def _save(resp: http.client.HTTPResponse, beside: Path, url: str, limit: int) -> tuple[Path, str]:
+    """The body in a new file beside `beside` (not yet in its place), and its sha256."""
+    beside.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=beside.parent, prefix=".part-")
+    digest, total = hashlib.sha256(), 0
+    try:
+        with os.fdopen(fd, "wb") as f:
+            while chunk := resp.read(_CHUNK):
+                total += len(chunk)
+                if total > limit:
+                    raise MirrorError(f"{url}: more than the {limit} bytes expected")
+                digest.update(chunk)
+                f.write(chunk)
+        os.chmod(tmp, 0o644)  # served to every host
+    except (OSError, http.client.HTTPException) as e:
+        os.unlink(tmp)
+        raise MirrorError(f"{url}: {e}") from None
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return Path(tmp), digest.hexdigest()
+
+
+def _current(dest: Path, staged: dict[str, Path | None], name: str) -> Path | None:
+    new = staged.get(name)
+    if new is _ABSENT:
+        return None
+    if new is not None:
+        return new
+    return dest / name if (dest / name).exists() else None
+
+
+def _signed_hashes(dest: Path, staged: dict[str, Path | None]) -> dict[str, str]:
+    """name -> SHA256 from the (In)Release's SHA256 list."""
+    release = _current(dest, staged, "InRelease") or _current(dest, staged, "Release")
+    if release is None:
+        raise MirrorError(f"{dest}: the repository has neither InRelease nor Release")
+    out: dict[str, str] = {}
+    section = False
+    for line in release.read_text(errors="replace").splitlines():
+        if line and not line[0].isspace():
+            section = line.strip() == "SHA256:"
+            continue
+        words = line.split()
+        if section and len(words) == 3:
+            out[words[2]] = words[0]
+    return out
+
+
+def _packages(dest: Path, staged: dict[str, Path | None]) -> list[PackageVersion]:
+    """The folder's Packages index as the signed Release lists it, parsed."""
+    signed = _signed_hashes(dest, staged)
+    parsed: list[PackageVersion] | None = None
+    for name in ("Packages", "Packages.gz", "Packages.xz"):
+        path = _current(dest, staged, name)
+        if path is None:
+            continue
+        body = path.read_bytes()
+        if signed.get(name) != hashlib.sha256(body).hexdigest():
+            raise MirrorError(
+                f"{name} does not match the SHA256 its Release lists (the repository is"
+                " mid-sync?): run gpunode mirror again later"
+            )
+        if parsed is None:
+            try:
+                text = decompress(name, body, MAX_INDEX)
+            except (BadData, TooLarge) as e:
+                raise MirrorError(f"{name}: {e}") from None
+            index = parse_packages(text.decode("utf-8", errors="replace"))
+            parsed = [v for n in index.names() for v in index.versions(n, "amd64")]
+    if parsed is None:
+        raise MirrorError(f"{dest}: the repository has no Packages index")
+    return parsed
+
+
+def _stanza(
+    packages: list[PackageVersion], folder: Folder, name: str, version: str
+) -> PackageVersion:
+    for pv in packages:
+        if pv.name == name and pv.version == version and pv.filename and pv.sha256:
+            return pv
+    raise MirrorError(f"{folder.url}: the index has no file of {name} {version} (mid-sync?)")
+
+
+def _deb(
+    opener: urllib.request.OpenerDirector,
+    folder: Folder,
+    dest: Path,
+    pv: PackageVersion,
+    report: Report,
+    say: Say,
+) -> None:
+    rel = posixpath.normpath(pv.filename)
+    if rel.startswith(("/", "..")) or "/../" in f"/{rel}/":
+        raise MirrorError(f"{folder.url}: the index names a file outside its folder: {pv.filename}")
+    path = dest / rel
+    if path.is_file() and _sha256(path) == pv.sha256:
+        report.kept.append(str(path))
+        return
+    url = folder.url + rel
+    headers = {"User-Agent": f"gpunode/{__version__}", "Accept-Encoding": "identity"}
+    try:
+        resp = opener.open(urllib.request.Request(url, headers=headers), timeout=TIMEOUT)
+    except urllib.error.HTTPError as e:
+        e.close()
+        raise MirrorError(f"{url}: HTTP {e.code} {e.reason}") from None
+    except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as e:
+        raise MirrorError(f"{url}: {getattr(e, 'reason', e)}") from None
+    with resp:
+        new, digest = _save(resp, path, url, pv.size if pv.size is not None else MAX_INDEX)
+    if digest != pv.sha256:
+        new.unlink()
+        raise MirrorError(f"{url}: SHA256 {digest}, the index says {pv.sha256}: not kept")
+    os.replace(new, path)
+    report.downloaded.append(str(path))
+    report.bytes += path.stat().st_size
+    say(f"fetched {url}")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _manifest(dest: Path, packages: list[PackageVersion], held: dict[str, str]) -> None:
+    """What the folder holds, for the planner: this run's files, and an earlier run's that
+    the index still names at the same SHA256 and are still there."""
+    path = dest / MIRROR_MANIFEST
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError, AttributeError):
+        before = json.loads(path.read_text())["files"]
+        current = {pv.filename: pv.sha256 for pv in packages}
+        for name, sha in before.items():
+            if current.get(name) == sha and (dest / posixpath.normpath(name)).is_file():
+                held.setdefault(name, sha)
+    fd, tmp = tempfile.mkstemp(dir=dest, prefix=".part-")
+    with os.fdopen(fd, "w") as f:
+        json.dump({"files": dict(sorted(held.items()))}, f, indent=1)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
