@@ -110,7 +110,8 @@ def serve(directory: str, bind: str) -> None:
     need repos.nvidia: http://HOST:PORT and repos.insecure_http: true (apt still checks
     NVIDIA's signature), or an https server of your own.
 
-    Exit status: 0 stopped, 5 a bad --bind, 1 the address cannot be bound."""
+    Exit status: 0 stopped, 1 the address cannot be bound, 5 bad usage (a --bind that is
+    not HOST:PORT)."""
     from pathlib import Path
 
     from gpunode.mirror.serve import server
