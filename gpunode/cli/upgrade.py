@@ -58,6 +58,7 @@ def rollout_options(fn: Any) -> Any:
             "(default: the inventory's reboot.timeout, else 600).",
         ),
         click.option("-y", "--yes", is_flag=True, help="Start without asking."),
+        opt.no_tui_option,
     ]
     for decorate in reversed(decorators):
         fn = decorate(fn)
@@ -71,7 +72,7 @@ def rollout_options(fn: Any) -> Any:
 @rollout_options
 @opt.become_pass_option
 def upgrade(inventory: str, limit: str | None, forks: int | None, canary: int, wave_size: str,
-            max_fail: float, reboot_timeout: float | None, yes: bool,
+            max_fail: float, reboot_timeout: float | None, yes: bool, no_tui: bool,
             ask_become_pass: bool) -> None:  # fmt: skip
     """Upgrade hosts to the inventory's stack in waves: a canary first, then waves of
     --wave-size; each host's Slurm node (its `slurm` setting) is drained and its jobs waited
@@ -84,7 +85,8 @@ def upgrade(inventory: str, limit: str | None, forks: int | None, canary: int, w
     """
     inv, hosts = load_selected(inventory, limit)
     _rollout(inventory, inv.identity, hosts, dict(inv.hosts), forks, canary, wave_size,
-             max_fail, reboot_timeout, yes, ask_become_pass, "upgrade", _target)  # fmt: skip
+             max_fail, reboot_timeout, yes, ask_become_pass, "upgrade", _target,
+             tui=not no_tui)  # fmt: skip
 
 
 @click.command("rollback")
@@ -94,7 +96,7 @@ def upgrade(inventory: str, limit: str | None, forks: int | None, canary: int, w
 @rollout_options
 @opt.become_pass_option
 def rollback(run: str, limit: str | None, forks: int | None, canary: int, wave_size: str,
-             max_fail: float, reboot_timeout: float | None, yes: bool,
+             max_fail: float, reboot_timeout: float | None, yes: bool, no_tui: bool,
              ask_become_pass: bool) -> None:  # fmt: skip
     """Return the hosts an upgrade RUN changed to the driver release, cuDNN and NCCL
     versions (and their holds) its record kept from before it, through the same rolling
@@ -128,7 +130,7 @@ def rollback(run: str, limit: str | None, forks: int | None, canary: int, wave_s
         sys.exit(ExitCode.BAD_INPUT)
     _rollout(inventory, inv.identity, pinned, dict(inv.hosts), forks, canary, wave_size,
              max_fail, reboot_timeout, yes, ask_become_pass, "rollback", _target,
-             extra={"rollback_of": data["id"]})  # fmt: skip
+             extra={"rollback_of": data["id"]}, tui=not no_tui)  # fmt: skip
 
 
 def _pin(h: Host, before: Before) -> Host:
@@ -169,9 +171,9 @@ def _rollout(inventory: str, identity: InventoryId, hosts: list[Host], every: di
              forks: int | None, canary: int, wave_size: str, max_fail: float,
              reboot_timeout: float | None, yes: bool, ask_become_pass: bool, command: str,
              target: Callable[[Host], str],
-             extra: dict[str, Any] | None = None) -> None:  # fmt: skip
+             extra: dict[str, Any] | None = None, tui: bool = True) -> None:  # fmt: skip
     from gpunode import records
-    from gpunode.events import Bus, Subscriber
+    from gpunode.events import Bus
     from gpunode.execute.host import Options
     from gpunode.resolve.index import RepoVersions
     from gpunode.roles import search_path
@@ -204,27 +206,25 @@ def _rollout(inventory: str, identity: InventoryId, hosts: list[Host], every: di
         "canary": canary, "wave_size": wave_size, "max_fail": max_fail, "forks": forks,
         "reboot_timeout": reboot_timeout, **(extra or {}),
     })  # fmt: skip
-    views: list[Subscriber] = [
-        RolloutPrinter(sys.stdout),
-        PlainPrinter(sys.stdout, verbose=False, diff=False),
-    ]
-    bus = Bus()
-    for v in views:
-        bus.subscribe(v)
-    plan = Plan(groups, opts, canary=canary > 0 and len(groups) > 1, views=views,
+    bus = Bus()  # the rollout's events and each wave's apply's, for one view
+    tui = tui and sys.stdin.isatty() and sys.stdout.isatty()
+    if not tui:
+        bus.subscribe(RolloutPrinter(sys.stdout))
+        bus.subscribe(PlainPrinter(sys.stdout, verbose=False, diff=False))
+    plan = Plan(groups, opts, canary=canary > 0 and len(groups) > 1, views=[bus.emit],
                 max_fail=max_fail, forks=forks, become_password=password, inventory=identity,
                 target=target)  # fmt: skip
     rollout = Rollout(plan, _schedulers(every, password), bus, record)
     path = record.save()
     try:
-        ends = rollout.run()
+        ends = _in_tui(rollout, bus, hosts, command, inventory) if tui else rollout.run()
     except KeyboardInterrupt:
         record.finish(record.data["hosts"], int(ExitCode.INTERRUPTED), round(_elapsed(record), 3),
                       status="interrupted")  # fmt: skip
         click.echo(f"gpunode: {command} interrupted: the current wave's nodes may be left "
                    f"drained (sinfo -R); its record: {path}", err=True)  # fmt: skip
         raise
-    failed = [h for h, e in ends.items() if e.phase != "resumed"]
+    failed = [h.name for h in hosts if h.name not in ends or ends[h.name].phase != "resumed"]
     code = ExitCode.FAILED if failed else ExitCode.OK
     record.finish(record.data["hosts"], int(code), round(_elapsed(record), 3),
                   status="stopped" if rollout.stopped else "finished")  # fmt: skip
@@ -232,6 +232,27 @@ def _rollout(inventory: str, identity: InventoryId, hosts: list[Host], every: di
     if rollout.stopped:
         click.echo(f"gpunode: the rollout stopped: {rollout.stopped}", err=True)
     sys.exit(code)
+
+
+def _in_tui(rollout: Any, bus: Any, hosts: list[Host], command: str,
+            inventory: str) -> Any:  # fmt: skip
+    """The rollout in the run view (each host's phase in its row, the apply's steps as
+    ever); quitting while it goes on stops it as Ctrl-C does, and waits for the wave."""
+    import threading
+
+    from gpunode.cli.common import inventory_name
+    from gpunode.tui import run_tui
+
+    work = threading.Thread(target=rollout.run, daemon=True)
+    fleet = inventory_name(inventory)
+    run_tui(bus, hosts=[h.name for h in hosts], work=work.start,
+            title=f"gpunode {command} · {fleet}", fleet=fleet)  # fmt: skip
+    if work.is_alive():
+        rollout.request_stop("quit from the terminal UI", ExitCode.INTERRUPTED)
+        click.echo(f"gpunode: stopping the {command}: no new wave starts; waiting for the "
+                   "wave under way (its nodes stay drained)", err=True)  # fmt: skip
+        work.join()
+    return rollout.ends
 
 
 def _elapsed(record: Any) -> float:

@@ -88,6 +88,7 @@ class Rollout:
         self.ends: dict[str, HostEnd] = {}
         self._lock = threading.Lock()
         self.stopped = ""
+        self._session: ApplySession | None = None
         record.data["waves"] = [
             {"wave": i + 1, "hosts": [h.name for h in w], "runs": [], "status": "waiting"}
             for i, w in enumerate(plan.waves)
@@ -113,6 +114,15 @@ class Rollout:
             except SchedulerError as exc:
                 why += f"; and the node's reason could not be set: {exc}"
         self._say(host.name, "failed", wave, why)
+
+    def request_stop(self, reason: str, code: int) -> None:
+        """Start no new wave, and stop the wave's apply as Ctrl-C would (its running
+        commands finish); the wave's nodes stay drained."""
+        with self._lock:
+            self.stopped = self.stopped or reason
+            session = self._session
+        if session is not None:
+            session.request_stop(reason, code)
 
     # -- the rollout ---------------------------------------------------------------------
 
@@ -192,8 +202,14 @@ class Rollout:
                 continue
             sched, name = node
 
-            def waiting(what: str, host: str = h.name) -> None:
-                self._say(host, "waiting", i, what)
+            said: list[str] = []
+
+            def waiting(what: str, host: str = h.name, said: list[str] = said) -> None:
+                if self.stopped:
+                    raise SchedulerError(f"stopped while waiting for {what}: {self.stopped}")
+                if said != [what]:
+                    said[:] = [what]
+                    self._say(host, "waiting", i, what)
 
             try:
                 sched.wait_drained(name, h.slurm.drain_timeout, waiting)
@@ -214,12 +230,18 @@ class Rollout:
         )
         for view in p.views:
             session.bus.subscribe(view)
+        with self._lock:
+            self._session = session
         if p.inventory is not None:
             session.open_record(p.inventory, ",".join(h.name for h in hosts))
             if session.record is not None:
                 entry["runs"].append(session.record.id)
+        if self.stopped:  # asked to stop while the wave drained
+            session.request_stop(self.stopped, 130)
         session.run()
         result = session.finish(timeout=30)
+        with self._lock:
+            self._session = None
         if result is None:
             return {}
         return {name: (r.status, r.message) for name, r in result.hosts.items()}

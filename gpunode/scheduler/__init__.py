@@ -19,7 +19,8 @@ class SchedulerError(Exception):
 
 
 OnWait = Callable[[str], None]
-"""Told what a drain still waits for ("job 12"), each time that changes."""
+"""Told what a drain still waits for ("job 12") at each poll; it may raise SchedulerError
+to stop waiting (the rollout was asked to stop)."""
 
 
 class Scheduler(Protocol):

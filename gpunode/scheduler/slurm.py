@@ -127,16 +127,13 @@ class Slurm:
 
     def wait_drained(self, node: str, timeout: float, on_wait: OnWait) -> None:
         deadline = time.monotonic() + timeout
-        said = ""
         while True:
             states = _states(self.show(node))
             jobs = self.jobs(node)
             if not (states & BUSY) and not jobs:
                 return
             now = ", ".join(f"job {j}" for j in jobs) or "its jobs to finish"
-            if now != said:
-                on_wait(now)
-                said = now
+            on_wait(now)
             if time.monotonic() > deadline:
                 raise SchedulerError(
                     f"node {node} still runs {now} after {timeout:.0f}s (slurm.drain_timeout): "

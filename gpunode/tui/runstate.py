@@ -194,6 +194,12 @@ class RunState:
                 self._begin(h, e.ts)
             if e.status in FINAL:
                 h.finished = e.ts
+        elif isinstance(e, ev.RolloutPhase):  # `gpunode upgrade`'s steps around the apply
+            h.detail = e.phase + (f": {e.detail}" if e.detail else "")
+            if e.phase == "failed":
+                h.status, h.message, h.step = "failed", e.detail, ""
+            elif e.phase != "applying":  # the apply's own events say how that goes
+                h.status, h.step = e.phase, h.detail
         elif isinstance(e, ev.HostConnecting):
             self._begin(h, e.ts)
             h.status, h.detail = "connecting", e.target

@@ -78,7 +78,7 @@ def test_a_drain_waits_for_each_job_and_times_out_naming_it() -> None:
     s, asked = fake({"scontrol show": [busy, busy, SHOW], "squeue -h": ["12\n", "12\n", ""]})
     said: list[str] = []
     s.wait_drained("lab-02", 30, said.append)
-    assert said == ["job 12"]
+    assert said == ["job 12", "job 12"]  # at each poll
     assert ["squeue", "-h", "-w", "lab-02", "-o", "%i"] in asked
     s, _ = fake({"scontrol show": [busy], "squeue -h": ["12\n"]})
     with pytest.raises(SchedulerError, match=r"still runs job 12 after 0s .*stays drained"):
@@ -141,3 +141,25 @@ def test_rollback_pins_the_recorded_driver_cudnn_and_nccl_held_as_they_were(
     assert (stack.driver.update, stack.driver.hold) == ("keep", False)
     assert (stack.cudnn.version, stack.cudnn.hold) == ("9.10.2.21-1", True)
     assert stack.nccl is None  # not the inventory's to manage: left so
+
+
+def test_the_run_view_shows_each_hosts_rollout_phase() -> None:
+    from gpunode.events import HostStatusChanged, RolloutPhase
+    from gpunode.tui.runstate import RunState
+
+    state = RunState(["lab-01", "lab-02"])
+    for e in (
+        RolloutPhase("lab-02", phase="draining", wave=1),
+        RolloutPhase("lab-02", phase="waiting", wave=1, detail="job 12"),
+    ):
+        state.apply(e)
+    h = state.hosts["lab-02"]
+    assert (h.status, h.step) == ("waiting", "waiting: job 12")
+    state.apply(RolloutPhase("lab-02", phase="applying", wave=1))
+    state.apply(HostStatusChanged("lab-02", status="rebooting"))
+    assert h.status == "rebooting"  # the apply's own events say how the apply goes
+    state.apply(RolloutPhase("lab-01", phase="failed", wave=1, detail="apply failed: smoke"))
+    assert (state.hosts["lab-01"].status, state.hosts["lab-01"].message) == (
+        "failed",
+        "apply failed: smoke",
+    )
