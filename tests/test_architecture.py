@@ -29,6 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "records",
         "exitcodes",
         "memo",
+        "diskmemo",
         "safetext",
         "components",
     ),

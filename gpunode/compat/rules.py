@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from gpunode import diskmemo
 from gpunode.memo import once
 from gpunode.versions import dotted_key
 
@@ -19,9 +20,17 @@ _RULES = Path(__file__).with_name("rules.yaml")
 
 @once
 def rules() -> dict[str, Any]:
-    from ruamel.yaml import YAML
+    # parsed once, then kept between runs (gpunode.diskmemo)
+    raw = _RULES.read_bytes()
+    k = diskmemo.key(diskmemo.code_of(__name__, "ruamel.yaml"), raw)
+    data = diskmemo.get("compat", k) if k else None
+    if not isinstance(data, dict):
+        from ruamel.yaml import YAML
 
-    data: dict[str, Any] = YAML(typ="safe", pure=True).load(_RULES.read_text(encoding="utf-8"))
+        data = YAML(typ="safe", pure=True).load(raw.decode("utf-8"))
+        if k:
+            diskmemo.put("compat", k, data)
+    assert isinstance(data, dict)
     return data
 
 

@@ -9,11 +9,14 @@ become, say, the repository role that installs the keyring every package is trus
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpunode import diskmemo
 from gpunode.inventory.yamlpos import Position, YamlError
 from gpunode.inventory.yamlsrc import load_file
 from gpunode.memo import once
@@ -95,6 +98,52 @@ def shadowing(search: tuple[Path, ...]) -> list[Path]:
 
 @once
 def load_role(path: Path) -> Role:
+    # parsed once, then kept between runs (gpunode.diskmemo); parse errors are never kept
+    code = diskmemo.code_of(__name__, YAMLSRC, YAMLNODES, "ruamel.yaml")
+    files = (diskmemo.small_file(path / name) for name in _ROLE_FILES)
+    k = diskmemo.key(code, os.fsencode(str(path)), *files)
+    plain = diskmemo.get("roles", k) if k else None
+    if plain is not None:
+        with contextlib.suppress(TypeError, ValueError, KeyError):
+            return _from_plain(path, plain)
+    role = _parse_role(path)
+    if k:
+        diskmemo.put("roles", k, _to_plain(role))
+    return role
+
+
+_ROLE_FILES = ("defaults.yaml", "tasks.yaml")
+YAMLSRC = "gpunode.inventory.yamlsrc"
+YAMLNODES = "gpunode.inventory.yamlnodes"
+
+
+def _to_plain(role: Role) -> dict[str, Any]:
+    tasks = [
+        {
+            **{f: getattr(t, f) for f in ("name", "op", "args", "when", "loop")},
+            "position": [t.position.file, t.position.line, t.position.column],
+            "tags": list(t.tags),
+            "on_change": list(t.on_change),
+        }
+        for t in role.tasks
+    ]
+    return {"defaults": role.defaults, "tasks": tasks}
+
+
+def _from_plain(path: Path, plain: dict[str, Any]) -> Role:
+    tasks = tuple(
+        Task(
+            **{f: t[f] for f in ("name", "op", "args", "when", "loop")},
+            position=Position(*t["position"]),
+            tags=tuple(t["tags"]),
+            on_change=tuple(t["on_change"]),
+        )
+        for t in plain["tasks"]
+    )
+    return Role(name=path.name, path=path, defaults=plain["defaults"], tasks=tasks)
+
+
+def _parse_role(path: Path) -> Role:
     defaults: dict[str, Any] = {}
     dfile = path / "defaults.yaml"
     if dfile.is_file():
