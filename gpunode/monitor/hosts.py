@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from gpunode.monitor.board import Board, HostView
+from gpunode.monitor.heap import keep_small
 from gpunode.monitor.nvml import NvmlSource
 from gpunode.monitor.sampler import Sampler, SourceFactory
 from gpunode.monitor.sources import SmiSource, Source
@@ -56,10 +58,13 @@ def sampling(
     board = Board([h.name for h in hosts], stale_after=stale_after)
     sources = {h.name: source_for(h, interval, use_nvml, processes, counters) for h in hosts}
     sampler = Sampler(board, sources)
+    trimming = threading.Event()
+    keep_small(trimming)  # a long-running monitor's heap must not creep (heap.py says why)
     sampler.start()
     try:
         yield board
     finally:
+        trimming.set()
         sampler.stop()
 
 

@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from gpunode.monitor.board import GPUS_MAX, HISTORY, Board
 from gpunode.monitor.parse import LINE_MAX, LineSplitter
 from gpunode.monitor.sources import EnergyMeter
 from gpunode.views.hoststate import RunRecords
+from tests.conftest import until
 from tests.tui import scenario as sc
 
 
@@ -60,3 +63,31 @@ def test_gpus_a_host_invents_are_not_kept() -> None:
     view = board.view("h1")
     assert sorted(view.gpus) == list(range(GPUS_MAX)) and len(view.history) == GPUS_MAX
     assert len(meter._last) == GPUS_MAX
+
+
+def test_the_heap_is_trimmed_while_sampling(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On glibc, keep_small fixes malloc's mmap threshold and trims until told to stop."""
+    import threading
+
+    from gpunode.monitor import heap
+
+    calls: list[str] = []
+
+    class Libc:
+        def mallopt(self, param: int, value: int) -> int:
+            calls.append(f"mallopt {param} {value}")
+            return 1
+
+        def malloc_trim(self, pad: int) -> int:
+            calls.append("trim")
+            return 1
+
+    monkeypatch.setattr(heap, "_glibc", Libc)
+    monkeypatch.setattr(heap, "TRIM_EVERY", 0.01)
+    stop = threading.Event()
+    heap.keep_small(stop)
+    until(lambda: calls.count("trim") >= 3, 5, "three trims")
+    stop.set()
+    until(lambda: not [t for t in threading.enumerate() if t.name == "heap-trim"], 5, "its end")
+    assert calls[:2] == [f"mallopt -3 {128 << 10}", "mallopt -8 2"]
+    assert heap._glibc() is not None  # this machine's libc has both calls
