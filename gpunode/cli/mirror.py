@@ -48,10 +48,12 @@ def build(
     the repository's own layout (ubuntu2204/x86_64/...), the .debs its plan installs at
     their exact versions with their dependencies from the index, the keyring package, and
     the folder's InRelease, Release, Release.gpg and Packages files unchanged: hosts' apt
-    checks NVIDIA's signature and hashes as usual. Each .deb is checked against the index's
-    SHA256 before it is kept; a second run downloads only what changed. Point the
-    inventory's repos.nvidia at the served DIR (`gpunode mirror serve DIR`); plan then
-    refuses a host whose packages the mirror does not hold, naming the file.
+    checks NVIDIA's signature and hashes as usual; and the Miniconda installer a plan
+    fetches, into DIR/miniconda/, checked against repos.conda_installer_sha256. Each .deb
+    is checked against the index's SHA256 before it is kept; a second run downloads only
+    what changed. Point the inventory's repos.nvidia at the served DIR (`gpunode mirror
+    serve DIR`), and repos.conda_installer at its miniconda/ file; plan then refuses a
+    host whose packages the mirror does not hold, naming the file.
 
     Exit status: 0 done, 2 a download failed or a host could not be planned, 3 a host
     unreachable (what the others need is still fetched).
@@ -77,7 +79,7 @@ def build(
         click.echo(printable(line), err=True)
 
     try:
-        report = fetch(needs.folders.values(), Path(directory), say)
+        report = fetch(needs.folders.values(), Path(directory), say, needs.files.values())
     except (MirrorError, OSError) as exc:
         click.echo(printable(f"error: {exc}"), err=True)
         sys.exit(ExitCode.FAILED)

@@ -26,12 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpunode import __version__
-from gpunode.mirror.needs import Folder
+from gpunode.mirror.needs import Download, Folder
 from gpunode.repoindex import MIRROR_MANIFEST, PackageVersion, parse_packages, safe_opener
 from gpunode.repoindex.decompress import BadData, TooLarge, decompress
 
 INDEXES = ("InRelease", "Release", "Release.gpg", "Packages", "Packages.gz", "Packages.xz")
 MAX_INDEX = 256 * 1024 * 1024
+MAX_FILE = 4 * 1024**3  # a file the index does not size (the Miniconda installer)
 TIMEOUT = 30.0
 _CHUNK = 1024 * 1024
 
@@ -50,12 +51,20 @@ class Report:
 Say = Callable[[str], None]
 
 
-def build(folders: Iterable[Folder], root: Path, say: Say = lambda _: None) -> Report:
-    """Bring each folder's part of the mirror under `root` up to date."""
+def build(
+    folders: Iterable[Folder],
+    root: Path,
+    say: Say = lambda _: None,
+    files: Iterable[Download] = (),
+) -> Report:
+    """Bring each folder's part of the mirror under `root` up to date, and `files` (the
+    Miniconda installer), each checked against its pinned SHA256."""
     report = Report()
     opener = safe_opener()
     for folder in folders:
         _folder(opener, folder, root, report, say)
+    for f in files:
+        _file(opener, f.url, root / f.rel, f.sha256, MAX_FILE, report, say, f.whose)
     return report
 
 
@@ -219,11 +228,24 @@ def _deb(
     rel = posixpath.normpath(pv.filename)
     if rel.startswith(("/", "..")) or "/../" in f"/{rel}/":
         raise MirrorError(f"{folder.url}: the index names a file outside its folder: {pv.filename}")
-    path = dest / rel
-    if path.is_file() and _sha256(path) == pv.sha256:
+    size = pv.size if pv.size is not None else MAX_INDEX
+    _file(opener, folder.url + rel, dest / rel, pv.sha256, size, report, say, "the index")
+
+
+def _file(
+    opener: urllib.request.OpenerDirector,
+    url: str,
+    path: Path,
+    sha256: str,
+    limit: int,
+    report: Report,
+    say: Say,
+    whose: str,
+) -> None:
+    """`path` with the SHA256 `whose` gives: kept if it has it, else downloaded from `url`."""
+    if path.is_file() and _sha256(path) == sha256:
         report.kept.append(str(path))
         return
-    url = folder.url + rel
     headers = {"User-Agent": f"gpunode/{__version__}", "Accept-Encoding": "identity"}
     try:
         resp = opener.open(urllib.request.Request(url, headers=headers), timeout=TIMEOUT)
@@ -233,10 +255,10 @@ def _deb(
     except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as e:
         raise MirrorError(f"{url}: {getattr(e, 'reason', e)}") from None
     with resp:
-        new, digest = _save(resp, path, url, pv.size if pv.size is not None else MAX_INDEX)
-    if digest != pv.sha256:
+        new, digest = _save(resp, path, url, limit)
+    if digest != sha256:
         new.unlink()
-        raise MirrorError(f"{url}: SHA256 {digest}, the index says {pv.sha256}: not kept")
+        raise MirrorError(f"{url}: SHA256 {digest}, {whose} says {sha256}: not kept")
     os.replace(new, path)
     report.downloaded.append(str(path))
     report.bytes += path.stat().st_size

@@ -32,9 +32,20 @@ class Folder:
     hosts: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Download:
+    """A file outside NVIDIA's repository, pinned by its SHA256."""
+
+    url: str
+    rel: str  # under the mirror's root: miniconda/Miniconda3-....sh
+    sha256: str
+    whose: str  # where the SHA256 comes from, for messages
+
+
 @dataclass
 class Needs:
     folders: dict[str, Folder] = field(default_factory=dict)  # by upstream URL
+    files: dict[str, Download] = field(default_factory=dict)  # by rel
     problems: dict[str, str] = field(default_factory=dict)  # host -> why it adds nothing
 
 
@@ -65,6 +76,14 @@ def fleet_needs(
         if plan.refused:
             out.problems[name] = f"refused: {plan.refused}"
             continue
+        installer = host.repos.conda_installer
+        name = installer.rsplit("/", 1)[-1]
+        if name not in ("", ".", "..") and any(
+            installer in s.command for c in plan.changes for s in c.steps
+        ):
+            rel = "miniconda/" + name
+            sha = host.repos.conda_installer_sha256
+            out.files[rel] = Download(installer, rel, sha, "repos.conda_installer_sha256")
         if not host.repos.nvidia:
             out.problems[name] = "repos.nvidia is null: nothing of NVIDIA's to mirror"
             continue

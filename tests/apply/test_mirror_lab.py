@@ -1,11 +1,13 @@
-"""`gpunode mirror` on the lab: built from an upstream copy of the lab's signed repository,
-built again without downloading anything, then with the upstream stopped a fresh host
-converges from the served mirror; a .deb the mirror does not hold is refused at plan time."""
+"""`gpunode mirror` on the lab: built (the driver's packages, the Miniconda installer) from
+an upstream copy of the lab's signed repository, built again without downloading anything,
+then with the upstream stopped a fresh host converges from the served mirror; a .deb the
+mirror does not hold is refused at plan time."""
 
 from __future__ import annotations
 
 import fnmatch
 import functools
+import hashlib
 import http.server
 import json
 import re
@@ -18,12 +20,15 @@ from typing import Any
 
 import pytest
 
+from gpunode.inventory import load
 from tests.apply.conftest import DPKG, Lab, apply, fresh, of, on_host, packages
 from tests.apply.test_faults_repo import DRIVER, HOST, closed_port, copy_repo, inventory
 from tests.conftest import until
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
+# the mirror is built for the driver and conda (its installer, from the lab's own server)
+BUILT = {**DRIVER, "conda": {"prefix": "/opt/conda", "tos": "accept"}}
 ASKED = re.compile(r"(?<![^\s'])([a-z0-9][a-z0-9+.-]*)=([0-9][^\s']*)")  # name=version, =glob
 
 
@@ -72,12 +77,13 @@ def test_a_fresh_host_converges_from_the_mirror_with_the_upstream_gone(
     url = f"http://127.0.0.1:{srv.server_address[1]}"
     out = tmp_path / "mirror"
     try:
-        mirror(lab, inventory(lab, tmp_path / "up", url, **DRIVER), out)
+        built = inventory(lab, tmp_path / "up", url, **BUILT)
+        mirror(lab, built, out)
         debs = [p for p, code in log if p.endswith(".deb") and code == 200]
         assert any("nvidia-open-550" in p for p in debs), debs
         assert len(debs) == len(set(debs)), debs  # each file once
         log.clear()
-        again = mirror(lab, inventory(lab, tmp_path / "up", url, **DRIVER), out)
+        again = mirror(lab, built, out)
         assert " 0 files downloaded" in again, again
         assert [e for e in log if e[1] == 200] == [], log  # indexes 304, no .deb asked for
     finally:
@@ -85,6 +91,9 @@ def test_a_fresh_host_converges_from_the_mirror_with_the_upstream_gone(
         srv.server_close()
     assert not answers(f"{url}/ubuntu2204/x86_64/InRelease")  # the upstream is gone
 
+    installer = load(built).hosts[HOST].repos
+    got = (out / "miniconda" / installer.conda_installer.rsplit("/", 1)[-1]).read_bytes()
+    assert hashlib.sha256(got).hexdigest() == installer.conda_installer_sha256
     folder = out / "ubuntu2204" / "x86_64"
     for name in ("InRelease", "Packages"):  # NVIDIA's signed indexes, byte for byte
         upstream_file = tmp_path / "upstream" / "ubuntu2204" / "x86_64" / name

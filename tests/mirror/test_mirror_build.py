@@ -19,7 +19,7 @@ import pytest
 from gpunode.changes import Change, Step
 from gpunode.facts.model import HostFacts
 from gpunode.mirror.build import MirrorError, build
-from gpunode.mirror.needs import Folder
+from gpunode.mirror.needs import Download, Folder
 from gpunode.plan.aptcheck import unavailable
 from gpunode.repoindex import FETCHED, FetchedIndex, parse_packages
 from gpunode.resolve.index import IndexCatalog
@@ -106,6 +106,21 @@ def test_a_deb_that_does_not_match_the_index_is_not_kept(
         build([folder(url)], tmp_path / "mirror")
     assert not (tmp_path / "mirror" / "ubuntu2204" / "x86_64" / "b_2_all.deb").exists()
     assert not (tmp_path / "mirror" / "ubuntu2204" / "x86_64" / "InRelease").exists()
+
+
+def test_the_installer_is_kept_only_with_its_pinned_sha256(
+    upstream: tuple[Path, str, list[str]], tmp_path: Path
+) -> None:
+    root, url, _ = upstream
+    (root / "Miniconda3.sh").write_bytes(b"#!/bin/sh\n")
+    base = url.split("/ubuntu2204/")[0]
+    good = Download(f"{base}/Miniconda3.sh", "miniconda/Miniconda3.sh", sha(b"#!/bin/sh\n"), "pin")
+    build([], tmp_path / "m", files=[good])
+    assert (tmp_path / "m" / "miniconda" / "Miniconda3.sh").read_bytes() == b"#!/bin/sh\n"
+    bad = Download(good.url, "miniconda/other.sh", sha(b"other"), "repos.conda_installer_sha256")
+    with pytest.raises(MirrorError, match=r"repos\.conda_installer_sha256 says .*: not kept"):
+        build([], tmp_path / "m", files=[bad])
+    assert not (tmp_path / "m" / "miniconda" / "other.sh").exists()
 
 
 def test_a_packages_that_does_not_match_its_release_is_refused(
