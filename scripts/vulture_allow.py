@@ -31,6 +31,7 @@ _.linkname  # tarfile's TarInfo field, written for the .deb's members
 _.external_attr  # zipfile's ZipInfo field, written for the wheel's files
 _.compress_type  # zipfile's ZipInfo field
 _.list_directory  # http.server's SimpleHTTPRequestHandler calls it (mirror/serve.py)
+_.find_class  # pickle's Unpickler calls it (diskmemo.py's restricted loader)
 
 # -- fields of models and results, read by name (JSON, templates, schemas) ------------------
 _.ssh_transport  # gpunode.toml setting (cli/settings.py reads the model's fields by name)
@@ -73,6 +74,7 @@ _.providers  # repoindex: bench/hardware-tensorrt.sh and tests/repoindex
 _.pick  # resolve/specs.py: tests/resolve/test_specs.py
 _.channels_opened  # the SSH transports' channel count: tests/transport count sessions
 _.cells_written  # the GPU view's redraw count: bench/tui_scale.py
+_.sort_key  # the GPU view's sort: tests/tui/test_gpu_view.py
 _.events_applied  # the live screen's count: tests/tui/test_run_view.py
 _.required_paths  # gpunode_lab/skeleton.py: tests/lab/test_hosts.py
 _.powered  # the lab supervisor's power state: tests/apply/test_faults_conda.py

@@ -450,6 +450,10 @@ class GpuView(Vertical):
         event.stop()
         self._set_sort(self.cols[self._sync.shown[event.column_index]].key, flip_if_same=True)
 
+    def sort_key(self) -> tuple[str, bool]:
+        """The column the view sorts by, and whether reversed: for tests and tools."""
+        return self.sort[self.mode], self.reverse[self.mode]
+
     def rows(self) -> list[str]:
         """Row ids in display order (hosts, or GPU indexes): for tests and tools."""
         return list(self._sync.ids) if self.board is not None else []

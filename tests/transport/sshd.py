@@ -19,6 +19,7 @@ from gpunode.inventory.model import SshSettings
 from tests.conftest import SLOT
 
 _SUFFIX = "" if SLOT == 0 else str(SLOT)  # a second test session has its own users
+_PASSWORD = "pw-" + secrets.token_hex(12)  # PASS_USER's sudo password, this session's
 NOPASS_USER = f"gpunode-t{_SUFFIX}"  # passwordless sudo
 PASS_USER = f"gpunode-p{_SUFFIX}"  # sudo asks for a password
 
@@ -42,7 +43,12 @@ def _ensure_user(name: str, password: str, pubkey: str) -> Path:
         subprocess.run(["chpasswd"], input=f"{name}:{password}\n", text=True, check=True)
     ssh_dir = home / ".ssh"
     ssh_dir.mkdir(mode=0o700, exist_ok=True)
-    (ssh_dir / "authorized_keys").write_text(pubkey)
+    # every live server's client key stays authorized: a worker may start a second server
+    # (tests/cli) while its session's is still in use (pytest-xdist runs files in any order)
+    keys = ssh_dir / "authorized_keys"
+    have = keys.read_text() if keys.exists() else ""
+    if pubkey not in have:
+        keys.write_text(have + pubkey)
     pw = pwd.getpwnam(name)
     for p in (ssh_dir, ssh_dir / "authorized_keys"):
         os.chown(p, pw.pw_uid, pw.pw_gid)
@@ -110,7 +116,9 @@ def sshd(
             check=True,
         )  # fmt: skip
         certificate = f"HostCertificate {hostkey}-cert.pub\n"
-    sudoers = Path(f"/etc/sudoers.d/gpunode-tests{_SUFFIX}")
+    # one file per server: a second server's end must not take sudo from the first's users
+    tag = "".join(ch for ch in root.name if ch.isalnum())
+    sudoers = Path(f"/etc/sudoers.d/gpunode-tests{_SUFFIX}-{tag}")
     if users_of is not None:
         client_key, password = users_of.client_key, users_of.sudo_password
     else:
@@ -119,7 +127,7 @@ def sshd(
             ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(client_key)], check=True
         )
         pub = (root / "id_ed25519.pub").read_text()
-        password = "pw-" + secrets.token_hex(12)
+        password = _PASSWORD  # one per process: a second server leaves the first's working
         _ensure_user(NOPASS_USER, "x-" + secrets.token_hex(12), pub)
         _ensure_user(PASS_USER, password, pub)
         sudoers.write_text(
