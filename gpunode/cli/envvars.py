@@ -42,7 +42,7 @@ def _flag(text: str) -> str | None:
 VARIABLES: dict[str, tuple[str, Callable[[str], str | None] | None]] = {
     "GPUNODE_INVENTORY": ("the INVENTORY of every command that takes one", None),
     "GPUNODE_STATE_DIR": ("where run records are kept", None),
-    "GPUNODE_CACHE_DIR": ("where repository indexes are cached", None),
+    "GPUNODE_CACHE_DIR": ("where repository indexes and parsed roles are cached", None),
     "GPUNODE_SSH_TRANSPORT": (
         "ssh.transport for hosts whose inventory sets none", _one_of("paramiko", "openssh")
     ),
