@@ -83,12 +83,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--tree", action="append", default=[], metavar="NAME=PATH")
+    ap.add_argument("--net", default=NET, help="the lab's --net (another lab's: 323 = 127.1.67.X)")
     args = ap.parse_args()
     trees = dict(t.split("=", 1) for t in args.tree) or {"installed": ""}
     with tempfile.TemporaryDirectory(prefix="gpunode-onehost-") as tmp:
         env = {**os.environ, "GPUNODE_LAB_DIR": str(Path(tmp) / "lab"), "PYTHONUNBUFFERED": "1"}
         env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: bytecode cached
-        gpunode(env, "lab", "up", "--hosts", "1", "--net", NET)
+        gpunode(env, "lab", "up", "--hosts", "1", "--net", args.net)
         try:
             inventory = Path(tmp) / "lab.yaml"
             inventory.write_text(gpunode(env, "lab", "inventory"))

@@ -1,0 +1,82 @@
+"""Controller CPU of a converged apply on 50 lab hosts, trees side by side.
+
+    python -m bench.converged50 [--runs 5] [--hosts 50] [--net 68] --tree NAME=PATH ...
+
+A lab of its own (state in a temporary folder, 127.0.NET.X), one cold apply, then for
+each tree (a gpunode checkout: `git worktree add /tmp/before COMMIT`) `gpunode apply
+--yes --json --no-smoke` on the converged hosts, the trees alternating run by run; the
+first round is dropped (bytecode). CPU is `RUSAGE_CHILDREN` of the command's process.
+Prints each run and the medians. Needs root (the lab).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--hosts", type=int, default=50)
+    ap.add_argument("--net", default="68")
+    ap.add_argument("--tree", action="append", required=True, metavar="NAME=PATH")
+    args = ap.parse_args()
+    trees = dict(t.split("=", 1) for t in args.tree)
+    with tempfile.TemporaryDirectory(prefix="gpunode-converged50-") as tmp:
+        env = {**os.environ, "GPUNODE_LAB_DIR": str(Path(tmp) / "lab")}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+
+        def gpunode(*argv: str, e: dict[str, str] = env) -> subprocess.CompletedProcess[str]:
+            cmd = [sys.executable, "-m", "gpunode", *argv]
+            return subprocess.run(cmd, env=e, text=True, capture_output=True, cwd=tmp)
+
+        gpunode("lab", "up", "--hosts", str(args.hosts), "--net", args.net).check_returncode()
+        try:
+            inventory = Path(tmp) / "lab.yaml"
+            inventory.write_text(gpunode("lab", "inventory").stdout)
+            t = time.perf_counter()
+            cold = gpunode("apply", str(inventory), "--yes", "--no-tui", "--no-smoke")
+            print(f"cold apply: exit {cold.returncode}, {time.perf_counter() - t:.0f} s")
+            samples: dict[str, list[tuple[float, float]]] = {n: [] for n in trees}
+            for i in range(args.runs + 1):
+                for name, path in trees.items():
+                    e = {**env, "PYTHONPATH": str(Path(path).resolve())}
+                    c0, t0 = cpu(), time.perf_counter()
+                    r = gpunode("apply", str(inventory), "--yes", "--json", "--no-smoke", e=e)
+                    wall, used = time.perf_counter() - t0, cpu() - c0
+                    recap = json.loads(r.stdout.splitlines()[-1])
+                    changed = sum(h["changed"] for h in recap["hosts"])
+                    print(
+                        f"{i} {name}: exit {r.returncode} wall {wall:.2f} s cpu {used:.2f} s "
+                        f"changed {changed}",
+                        flush=True,
+                    )
+                    if i:
+                        samples[name].append((wall, used))
+        finally:
+            gpunode("lab", "down")
+    for name, runs in samples.items():
+        w = statistics.median(x[0] for x in runs)
+        c = statistics.median(x[1] for x in runs)
+        print(
+            f"{name}: median wall {w:.2f} s, controller CPU {c:.2f} s "
+            f"({[round(x[1], 2) for x in runs]})"
+        )
+
+
+if __name__ == "__main__":
+    main()
