@@ -26,8 +26,9 @@ from gpunode.execute.result import HostResult
 from gpunode.facts.envexport import EnvExport
 from gpunode.facts.model import HostFacts
 from gpunode.inventory.model import Document, Host
-from gpunode.monitor.model import GpuProcess, GpuSample, LinkStatus
+from gpunode.monitor.model import GpuProcess, LinkStatus
 from gpunode.views.envelope import KINDS, Kind
+from gpunode.views.top import TopGpu
 
 JSON_SCHEMA = "https://json-schema.org/draft/2020-12/schema"
 STRICT = ConfigDict(extra="forbid")
@@ -338,7 +339,7 @@ def output_type(kind: Kind) -> Any:
             "detail": (str, ...),
             "source": (str, ...),
             "ts": (float | None, Field(description="When the last sample was taken.")),
-            "gpus": (list[GpuSample], ...),
+            "gpus": (list[TopGpu], ...),
             "processes": (list[model_of(GpuProcess)], ...),  # type: ignore[misc]
         },
         "lab-status": {

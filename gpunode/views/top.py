@@ -5,8 +5,50 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from pydantic import ConfigDict
+
 from gpunode.monitor.board import HostView
+from gpunode.monitor.model import GpuSample
 from gpunode.safetext import printable
+
+# The names schema 1 first gave a GPU's fields, and the sample's field each now comes from:
+# within a schema a field is never removed (docs/json.md), so both are written.
+FIRST_NAMES = {
+    "util": "utilization_pct",
+    "mem_used": "memory_used_mib",
+    "mem_total": "memory_total_mib",
+    "mem_free": "memory_free_mib",
+    "temp": "temperature_c",
+    "power_draw": "power_draw_w",
+    "power_limit": "power_limit_w",
+    "sm_clock": "sm_clock_mhz",
+    "mem_clock": "mem_clock_mhz",
+    "driver": "driver_version",
+}
+
+
+class TopGpu(GpuSample):
+    """One GPU of a `top-sample` line: the monitor's sample under its own names and under
+    the first ones (util, mem_used, temp...; `mem_used` as nvidia-smi counts it)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    util: float | None = None
+    mem_used: int | None = None
+    mem_total: int | None = None
+    mem_free: int | None = None
+    temp: float | None = None
+    power_draw: float | None = None
+    power_limit: float | None = None
+    sm_clock: float | None = None
+    mem_clock: float | None = None
+    driver: str = ""
+
+
+def _gpu_json(sample: GpuSample) -> dict[str, Any]:
+    out = sample.model_dump()
+    out.update({first: out[now] for first, now in FIRST_NAMES.items()})
+    return out
 
 
 def sample_json(view: HostView) -> dict[str, Any]:
@@ -17,7 +59,7 @@ def sample_json(view: HostView) -> dict[str, Any]:
         "detail": view.detail,
         "source": view.source,
         "ts": view.last_ts,
-        "gpus": [view.gpus[i].model_dump() for i in sorted(view.gpus)],
+        "gpus": [_gpu_json(view.gpus[i]) for i in sorted(view.gpus)],
         "processes": [dataclasses.asdict(p) for p in view.processes],
     }
 
