@@ -10,7 +10,8 @@ modules and ruamel's). A changed file, another gpunode or another ruamel makes i
 Only plain data (dicts, lists, strings, numbers) is stored, pickled; it is read back by an
 unpickler that refuses every class, so a cache file can hold no code. The folder is
 `$GPUNODE_CACHE_DIR/KIND` (or the user's cache folder, as the repository indexes'), made
-0700. A cache that cannot be read or written is a miss: a run never depends on it.
+0700; a folder or file that is not this user's, or that others may write, is not read. A
+cache that cannot be read or written is a miss: a run never depends on it.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any
 
 MAX_FILE = 1024 * 1024
 """Files larger than this are parsed every time (a role's are a few KiB)."""
+MAX_CACHED = 16 * MAX_FILE
 _FORMAT = b"gpunode-diskmemo-1\0"
 _MISS = (OSError, EOFError, TypeError, ValueError, pickle.PickleError)
 """What a cache file that cannot be read or written raises: a miss."""
@@ -97,12 +99,24 @@ class _PlainOnly(pickle.Unpickler):
 
 
 def get(kind: str, k: str) -> Any:
-    """The value stored under `k`, or None."""
+    """The value stored under `k`, or None. What is read decides what the roles do on the
+    hosts, so a file or folder that someone else could have written is a miss."""
     try:
-        raw = (cache_dir(kind) / k).read_bytes()
-        return _PlainOnly(io.BytesIO(raw)).load()
+        folder = cache_dir(kind)
+        fd = os.open(folder / k, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        try:
+            if not all(_ours(st) for st in (os.stat(folder), os.fstat(fd))):
+                return None
+            raw = os.read(fd, MAX_CACHED + 1)
+        finally:
+            os.close(fd)
+        return _PlainOnly(io.BytesIO(raw)).load() if len(raw) <= MAX_CACHED else None
     except _MISS:
         return None
+
+
+def _ours(st: os.stat_result) -> bool:
+    return st.st_uid == os.geteuid() and not st.st_mode & 0o022
 
 
 def put(kind: str, k: str, value: Any) -> None:

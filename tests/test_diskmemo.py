@@ -134,3 +134,17 @@ def test_a_second_process_parses_no_role(cache: Path) -> None:
     run = subprocess.run([sys.executable, "-c", script], env=env, text=True, capture_output=True)
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["0", "False"]
+
+
+def test_a_cache_others_may_write_is_not_read(cache: Path, tmp_path: Path) -> None:
+    role = _site_role(tmp_path)
+    loader.load_role(role)
+    (entry,) = (cache / "roles").iterdir()
+    assert diskmemo.get("roles", entry.name) is not None
+    entry.chmod(0o622)  # a file anyone may rewrite, with tasks of their choosing
+    assert diskmemo.get("roles", entry.name) is None
+    entry.chmod(0o600)
+    (cache / "roles").chmod(0o777)  # a folder where anyone may replace the file
+    assert diskmemo.get("roles", entry.name) is None
+    (cache / "roles").chmod(0o700)
+    assert diskmemo.get("roles", entry.name) is not None
