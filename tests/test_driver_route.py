@@ -24,6 +24,7 @@ READS_THE_BRANCH = {
     "gpunode/compat/check.py": "the frameworks' wheels it can run, before touching a host",
     "gpunode/resolve/resolver.py": "its newest release in the repository, and the notes",
     "gpunode/cli/hosts.py": "shows it",
+    "gpunode/cli/upgrade.py": "names it as the rollout's target, in the drain reason",
 }
 
 

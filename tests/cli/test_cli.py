@@ -68,7 +68,7 @@ def test_check_bad_input_exits_4_with_every_problem(tmp_path: Path) -> None:
         f"error: {bad}:4:23: defaults.stack.cuda.toolkits[0]: versions must be quoted strings: "
         'write "12.10" (YAML reads 12.10 as the number 12.1)',
         f"error: {bad}:6:27: hosts.a.colour: unknown key 'colour': allowed: address, apt, become, "
-        "become_password_env, become_pty, connection, gpus, hooks, nccl, reboot, repos, ssh, stack",
+        "become_password_env, become_pty, connection, gpus, hooks, nccl, reboot, repos, slurm, ssh, stack",
         f"4 problems in {bad}; nothing was changed.",
     ]
     assert out.stdout == ""
@@ -131,7 +131,7 @@ def test_schema_describes_the_inventory() -> None:
     out = gpunode("schema")
     assert out.returncode == 0
     schema = json.loads(out.stdout)
-    assert set(schema["properties"]) == {"defaults", "groups", "hosts"}
+    assert set(schema["properties"]) == {"name", "defaults", "groups", "hosts"}
     assert schema["$defs"]["Driver"]["properties"]["flavor"]["enum"] == ["open", "proprietary"]
     assert json.loads(gpunode("schema", "--inventory").stdout) == schema
 
