@@ -31,6 +31,7 @@ from typing import Any
 MAX_FILE = 1024 * 1024
 """Files larger than this are parsed every time (a role's are a few KiB)."""
 MAX_CACHED = 16 * MAX_FILE
+MAX_ENTRIES = 512
 _FORMAT = b"gpunode-diskmemo-1\0"
 _MISS = (OSError, EOFError, TypeError, ValueError, pickle.PickleError)
 """What a cache file that cannot be read or written raises: a miss."""
@@ -135,3 +136,16 @@ def put(kind: str, k: str, value: Any) -> None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
+        _prune(folder, k)
+
+
+def _prune(folder: Path, keep: str) -> None:
+    """Past MAX_ENTRIES values (roles of many temporary folders: a test suite), drop the
+    least recently written half (never `keep`, just written)."""
+    entries = [e for e in os.scandir(folder) if not e.name.startswith(".") and e.name != keep]
+    if len(entries) < MAX_ENTRIES:
+        return
+    entries.sort(key=lambda e: e.stat(follow_symlinks=False).st_mtime_ns)
+    for e in entries[: len(entries) - MAX_ENTRIES // 2]:
+        with contextlib.suppress(OSError):
+            os.unlink(e.path)

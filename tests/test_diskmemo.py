@@ -148,3 +148,13 @@ def test_a_cache_others_may_write_is_not_read(cache: Path, tmp_path: Path) -> No
     assert diskmemo.get("roles", entry.name) is None
     (cache / "roles").chmod(0o700)
     assert diskmemo.get("roles", entry.name) is not None
+
+
+def test_the_cache_stays_bounded(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(diskmemo, "MAX_ENTRIES", 8)
+    for i in range(20):
+        diskmemo.put("roles", f"{i:064x}", {"n": i})
+    kept = sorted(int(p.name, 16) for p in (cache / "roles").iterdir())
+    assert len(kept) <= 8
+    assert kept[-1] == 19  # the newest stays
+    assert diskmemo.get("roles", f"{19:064x}") == {"n": 19}
