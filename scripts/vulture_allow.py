@@ -79,3 +79,10 @@ _.events_applied  # the live screen's count: tests/tui/test_run_view.py
 _.required_paths  # gpunode_lab/skeleton.py: tests/lab/test_hosts.py
 _.powered  # the lab supervisor's power state: tests/apply/test_faults_conda.py
 _.install_command  # gpunode_lab/torchrun_standin.py: tests/smoke/test_multinode_lab.py
+
+# -- top --json's GPU fields under schema 1's first names (views/top.py's TopGpu): a
+# pydantic model's fields, written by name into the published schema and the JSON
+_.mem_total
+_.power_draw
+_.power_limit
+_.unattended  # a component's blacklist entries: roles/unattended_upgrades' template reads them

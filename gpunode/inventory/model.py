@@ -80,8 +80,8 @@ SpecFile = Annotated[str, AfterValidator(spec_file)]
 JumpSpec = Annotated[str, AfterValidator(proxy_jump)]
 SshOptionName = Annotated[str, AfterValidator(ssh_option_name)]
 SshOptionValue = Annotated[str | int, AfterValidator(ssh_option_value)]
-
 SshConfigFile = Annotated[str, AfterValidator(ssh_config_file)]
+
 PATTERN_HINTS = {
     NAME: "a name: letters, digits, `_`, `.` and `-`, starting with a letter or digit",
     LOGIN_NAME: "a login name: letters, digits, `_`, `.` and `-`, starting with a letter "
@@ -640,7 +640,7 @@ class NcclSettings(Strict):
         NCCL_SOCKET_IFNAME when it names one interface (not a list or a `^` exclusion)."""
         if self.interface is not None:
             return self.interface
-        named = self.env.get("NCCL_SOCKET_IFNAME", "").lstrip("=")
+        named = str(self.env.get("NCCL_SOCKET_IFNAME", "")).lstrip("=")
         return named if IFNAME.fullmatch(named) else None
 
 

@@ -68,7 +68,8 @@ def test_check_bad_input_exits_4_with_every_problem(tmp_path: Path) -> None:
         f"error: {bad}:4:23: defaults.stack.cuda.toolkits[0]: versions must be quoted strings: "
         'write "12.10" (YAML reads 12.10 as the number 12.1)',
         f"error: {bad}:6:27: hosts.a.colour: unknown key 'colour': allowed: address, apt, become, "
-        "become_password_env, become_pty, connection, gpus, hooks, nccl, reboot, repos, slurm, ssh, stack",
+        "become_password_env, become_pty, connection, gpus, hooks, nccl, reboot, repos, slurm, "
+        "ssh, stack",
         f"4 problems in {bad}; nothing was changed.",
     ]
     assert out.stdout == ""
