@@ -284,5 +284,3 @@ def status(paths: LabPaths) -> tuple[LabConfig | None, list[dict[str, Any]] | No
     except control.SupervisorGone:
         return cfg, None
     return cfg, hosts
-
-

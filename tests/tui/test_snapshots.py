@@ -1,8 +1,8 @@
 """SVG snapshots of each view at a fixed size with deterministic data.
 
 Update after an intended change: pytest tests/tui/test_snapshots.py --snapshot-update
-The screenshots in docs/monitoring.md are these SVGs as PNG. rsvg-convert collapses the runs of spaces
-(non-breaking ones included) unless told to keep them, which shifts columns, so:
+The screenshots in docs/monitoring.md are these SVGs as PNG. rsvg-convert collapses the runs of
+spaces (non-breaking ones included) unless told to keep them, which shifts columns, so:
   sed 's/<svg /<svg xml:space="preserve" /' SNAPSHOT.svg | rsvg-convert -w 1500 -o docs/img/X.png
 """
 
