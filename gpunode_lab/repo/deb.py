@@ -165,5 +165,3 @@ def deb_bytes(pkg: Package) -> bytes:
         + _ar_member("control.tar.gz", _control_tar(pkg))
         + _ar_member("data.tar.gz", _data_tar(pkg))
     )
-
-

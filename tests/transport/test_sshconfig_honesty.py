@@ -13,7 +13,8 @@ import pytest
 from gpunode.inventory.model import SshSettings
 from gpunode.transport.base import HostUnreachableError
 from gpunode.transport.ssh import SSHTransport
-from gpunode.transport.sshconfig import home_path, unread
+from gpunode.transport.sshcli import home_path
+from gpunode.transport.sshconfig import unread
 
 from .sshd import PASS_USER, SshServer
 
