@@ -91,10 +91,11 @@ def declared(inventory: Path, repo_dir: Path, ubuntu: str) -> dict[str, Any]:
     pin = resolved.driver
     driver = {n: resolve(n, f"{pin.release}-*", versions) for n in pin.names.install}
     cudnn, nccl = resolved.cudnn, resolved.nccl
-    if cudnn is None or nccl is None or cudnn.dev is None:
+    # a PackagePin names the runtime library first, then its headers
+    if cudnn is None or nccl is None or len(cudnn.packages) < 2:
         raise ValueError(f"no cuDNN {stack.cudnn} / NCCL {stack.nccl} build for CUDA {cuda}")
     nccl_build = nccl.version
-    cudnn_dev = cudnn.dev
+    cudnn_dev = cudnn.packages[1]
     if not host.repos.nvidia:
         raise ValueError(f"{inventory}: repos.nvidia is not set")
     repo_url = f"{host.repos.nvidia.rstrip('/')}/{slug}/x86_64"

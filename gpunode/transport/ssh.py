@@ -318,16 +318,17 @@ class SSHTransport:
         t = self._transport()
         try:
             chan = t.open_session(timeout=self.settings.connect_timeout)
-        except (paramiko.SSHException, OSError) as exc:
-            raise TransportError(f"cannot open a channel to {self.name}: {exc}") from None
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            # paramiko re-raises its reader thread's EOFError (no text) when the host closed
+            raise TransportError(f"cannot open a channel to {self.name}: {_said(exc)}") from None
         self.channels_opened += 1
         try:
             if become is not None and become.pty:
                 chan.get_pty(term="dumb", width=200)
             chan.exec_command(f"sh -c {shlex.quote(script)}")
-        except (paramiko.SSHException, OSError) as exc:
+        except (paramiko.SSHException, OSError, EOFError) as exc:
             chan.close()
-            raise TransportError(f"cannot start a command on {self.name}: {exc}") from None
+            raise TransportError(f"cannot start a command on {self.name}: {_said(exc)}") from None
         return drive(
             _ChannelProcess(chan),
             shown=cmd,
@@ -404,3 +405,10 @@ class SSHTransport:
     def close(self) -> None:
         with self._lock:
             self._close_clients()
+
+
+def _said(exc: BaseException) -> str:
+    """paramiko's exception in words: an EOFError says nothing of itself."""
+    if isinstance(exc, EOFError) and not str(exc):
+        return "the host closed the SSH connection"
+    return str(exc) or type(exc).__name__

@@ -8,6 +8,7 @@ tested from recorded outputs in tests/doctor/.
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,8 @@ def test_a_host_without_driver_then_with_nouveau(lab: Lab, tmp_path: Path) -> No
     code, findings = doctor(lab, inv, host)
     assert code == ExitCode.DOCTOR_ERROR
     f = rule(findings, "driver.module-not-loaded")
-    assert f["severity"] == "error" and f"gpunode apply INVENTORY --limit {host}" in f["fix"]
+    fix = f"gpunode apply {shlex.quote(str(inv))} --limit {host}"
+    assert f["severity"] == "error" and fix in f["fix"]
     assert on_host(inv, host, "test -d /sys/module/nvidia || echo absent").strip() == "absent"
     assert f["evidence"] == "/sys/module/nvidia: absent (module not loaded)"
     plain = lab.gpunode("doctor", str(inv), "--limit", host)
@@ -141,4 +143,4 @@ def test_a_converged_host_and_its_faults(lab: Lab, tmp_path: Path) -> None:
     code, findings = doctor(lab, inv, host)
     f = rule(findings, "driver.dkms-not-built")
     assert code == ExitCode.DOCTOR_WARNING and f["severity"] == "warning"
-    assert nxt in f["title"] and f"gpunode apply INVENTORY --limit {host}" in f["fix"]
+    assert nxt in f["title"] and f"gpunode apply {shlex.quote(str(inv))} --limit {host}" in f["fix"]

@@ -58,3 +58,25 @@ def test_a_port_that_closes_at_once_is_no_traceback_and_no_banner_timeout(
         "the connection after 0." in shown
     ), shown
     assert "it is not an SSH server, or sshd turned this client away" in shown
+
+
+def test_a_connection_the_host_closed_is_a_transport_error_in_words(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """paramiko re-raises its reader thread's EOFError, which has no text, when the host
+    closes the connection as a channel opens: the executor gets a TransportError that says
+    so (it reported a host as failed with the message 'EOFError')."""
+    from gpunode.inventory.model import SshSettings
+    from gpunode.transport.base import TransportError
+    from gpunode.transport.ssh import SSHTransport
+
+    class Closed:
+        def open_session(self, timeout: float | None = None) -> None:
+            raise EOFError()
+
+    t = SSHTransport("gpu-01", "127.0.0.1", SshSettings())
+    monkeypatch.setattr(t, "_transport", lambda: Closed())
+    with pytest.raises(TransportError) as caught:
+        t.run("true")
+    said = "cannot open a channel to gpu-01: the host closed the SSH connection"
+    assert str(caught.value) == said
