@@ -4,31 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpunode.transport.base import CommandResult, Direction, OutputCallback, Transport
+from gpunode.transport.base import CommandResult, OutputCallback
+from gpunode.transport.wrapped import Wrapped
 
 
-class NoBecome:
+class NoBecome(Wrapped):
     """Wraps a transport so that a request for root runs as the login user instead (who
     is root already, or gets the change refused: see execute.host)."""
-
-    def __init__(self, inner: Transport) -> None:
-        self.inner = inner
-        self.name = inner.name
-
-    @property
-    def inactivity_timeout(self) -> float | None:
-        return self.inner.inactivity_timeout
-
-    @inactivity_timeout.setter
-    def inactivity_timeout(self, seconds: float | None) -> None:
-        self.inner.inactivity_timeout = seconds
-
-    @property
-    def connections_opened(self) -> int:
-        return self.inner.connections_opened
-
-    def connect(self) -> None:
-        self.inner.connect()
 
     def run(
         self,
@@ -44,9 +26,3 @@ class NoBecome:
 
     def get(self, path: str, *, sudo: bool = False) -> bytes:
         return self.inner.get(path)
-
-    def forward(self, direction: Direction, socket_path: str, port: int = 0) -> int:
-        return self.inner.forward(direction, socket_path, port)
-
-    def close(self) -> None:
-        self.inner.close()
