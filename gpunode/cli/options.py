@@ -116,6 +116,18 @@ def parse_tags(text: str | None) -> tuple[str, ...]:
     return tuple(t.strip() for t in (text or "").split(",") if t.strip())
 
 
+def reboot_timeout_option(fn: F) -> F:
+    """`--reboot-timeout`, for apply and the rolling upgrade alike."""
+    return click.option(
+        "--reboot-timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        default=None,
+        metavar="SECONDS",
+        help="How long a rebooting host may take to come back with a new boot id "
+        "(default: the inventory's reboot.timeout, else 600).",
+    )(fn)
+
+
 def apply_options(fn: F) -> F:
     """`apply`'s own options: how the run goes, rolls out and is shown."""
     decorators = [
@@ -139,14 +151,7 @@ def apply_options(fn: F) -> F:
             metavar="PCT",
             help="Skip later batches once more than PCT% of one batch's hosts failed.",
         ),
-        click.option(
-            "--reboot-timeout",
-            type=click.FloatRange(min=0, min_open=True),
-            default=None,
-            metavar="SECONDS",
-            help="How long a rebooting host may take to come back with a new boot id "
-            "(default: the inventory's reboot.timeout, else 600).",
-        ),
+        reboot_timeout_option,
         click.option(
             "--no-reboot",
             is_flag=True,

@@ -49,14 +49,7 @@ def rollout_options(fn: Any) -> Any:
             help="Stop the rollout once more than PCT% of one wave's hosts failed; the "
             "later waves are untouched.",
         ),
-        click.option(
-            "--reboot-timeout",
-            type=click.FloatRange(min=0, min_open=True),
-            default=None,
-            metavar="SECONDS",
-            help="How long a rebooting host may take to come back "
-            "(default: the inventory's reboot.timeout, else 600).",
-        ),
+        opt.reboot_timeout_option,
         click.option("-y", "--yes", is_flag=True, help="Start without asking."),
         opt.no_tui_option,
     ]
