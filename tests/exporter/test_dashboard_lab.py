@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -19,11 +18,11 @@ import pytest
 
 from tests.conftest import Lab, until
 from tests.exporter.test_prometheus_lab import (
-    _ready,
     free_port,
     pristine_after,
     prometheus_or_skip,
     query,
+    serving,
     start_exporter,
 )
 from tests.tui.test_lab_tmux import install_driver
@@ -55,19 +54,8 @@ def scrape_config(exporter_port: int) -> str:
 def multi_target_prometheus(tmp_path: Path) -> Iterator[tuple[int, int]]:
     prometheus_or_skip()
     exporter_port, port = free_port(), free_port()
-    config = tmp_path / "prometheus.yml"
-    config.write_text(scrape_config(exporter_port))
-    proc = subprocess.Popen(
-        ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-         f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=(tmp_path / "prometheus.log").open("w"),
-    )  # fmt: skip
-    try:
-        until(lambda: _ready(port), 60, "prometheus ready")
+    with serving(tmp_path, scrape_config(exporter_port), port):
         yield port, exporter_port
-    finally:
-        proc.terminate()
-        proc.wait(30)
 
 
 def label_values(port: int, label: str, match: str) -> list[str]:

@@ -6,6 +6,7 @@ what Prometheus stores is checked against what nvidia-smi printed on each host m
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -85,18 +86,27 @@ def prometheus(tmp_path: Path) -> Iterator[tuple[int, int]]:
     second; yields (its port, the exporter's port)."""
     prometheus_or_skip()
     exporter_port, port = free_port(), free_port()
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
+    config = (
         "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
         f"rule_files: [{json.dumps(str(ALERTS))}]\n"
         "scrape_configs:\n"
         "  - job_name: gpunode\n"
         f"    static_configs: [{{targets: ['127.0.0.1:{exporter_port}']}}]\n"
     )
+    with serving(tmp_path, config, port):
+        yield port, exporter_port
+
+
+@contextlib.contextmanager
+def serving(tmp_path: Path, config: str, port: int) -> Iterator[None]:
+    """Prometheus on 127.0.0.1:PORT with CONFIG (its data and log under tmp_path), ready
+    inside the block and stopped after it."""
+    path = tmp_path / "prometheus.yml"
+    path.write_text(config)
     proc = subprocess.Popen(
         [
             "prometheus",
-            f"--config.file={config}",
+            f"--config.file={path}",
             f"--storage.tsdb.path={tmp_path / 'tsdb'}",
             f"--web.listen-address=127.0.0.1:{port}",
         ],
@@ -105,7 +115,7 @@ def prometheus(tmp_path: Path) -> Iterator[tuple[int, int]]:
     )
     try:
         until(lambda: _ready(port), 60, "prometheus ready")
-        yield port, exporter_port
+        yield
     finally:
         proc.terminate()
         proc.wait(30)
