@@ -259,9 +259,11 @@ class GpuView(Vertical):
         self._procs = TableSync(self.query_one("#proc-table", DataTable), PROC_COLS)
         self._build_columns()
         self.refresh_data(full=True)
+        self.call_after_refresh(self._refit)
         self.set_interval(self.interval, self._tick)
 
     def _tick(self) -> None:
+        self._refit()
         self.refresh_data()  # looked up per tick, so a caller may wrap it (bench/tui_scale.py)
 
     @property
@@ -461,6 +463,12 @@ class GpuView(Vertical):
     def on_resize(self, event: events.Resize) -> None:
         if hasattr(self, "_sync"):  # columns by priority: the host and its state always
             self._sync.fit(event.size.width - SCROLLBAR)
+
+    def _refit(self) -> None:
+        # A Resize may be handled before mount (and skipped) while the size read at mount
+        # was still 0: fit again once laid out, or the table keeps only the pinned columns.
+        if hasattr(self, "_sync") and self.size.width > 0:
+            self._sync.fit(self.size.width - SCROLLBAR)
 
     def cell_text(self, row_id: str, col: int) -> str:
         value: Any = self._sync.cell(row_id, col)

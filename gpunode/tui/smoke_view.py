@@ -103,11 +103,18 @@ class SmokeView(Vertical):
         self._detail = self.query_one("#smoke-detail", Static)
         self._sync = TableSync(self._table, COLUMNS, pinned=2)
         self._sync.fit(self.size.width - SCROLLBAR)
+        self.call_after_refresh(self._refit)
         self.rebuild()
 
     def on_resize(self, event: events.Resize) -> None:
         if hasattr(self, "_sync"):  # columns by priority: the host and its state always
             self._sync.fit(event.size.width - SCROLLBAR)
+
+    def _refit(self) -> None:
+        # A Resize may be handled before mount (and skipped) while the size read at mount
+        # was still 0: fit again once laid out, or the table keeps only the pinned columns.
+        if hasattr(self, "_sync") and self.size.width > 0:
+            self._sync.fit(self.size.width - SCROLLBAR)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.data_table.id == "smoke-table":
