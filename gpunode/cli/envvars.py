@@ -67,13 +67,23 @@ def problems(
         if wrong:
             errors.append(f"environment variable {var}={value!r}: it must be {wrong}")
     prefix = f"GPUNODE_{name.upper().replace('-', '_')}_"
-    options = [f"{prefix}{p.name.upper()}" for p in command.params if p.name]
+    options = _option_vars(prefix, command)
     warnings = []
     for var in sorted(v for v in environ if v.startswith(prefix) and v not in options):
         close = difflib.get_close_matches(var, options, n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
         warnings.append(f"{var} is no option of gpunode {name}{hint}: it is ignored")
     return errors, warnings
+
+
+def _option_vars(prefix: str, command: click.Command) -> list[str]:
+    """The variables click reads for `command` and, for a group (`mirror`), its
+    subcommands' (GPUNODE_MIRROR_SERVE_BIND), so a typo there is named too."""
+    names = [f"{prefix}{p.name.upper()}" for p in command.params if p.name]
+    if isinstance(command, click.Group):
+        for sub_name, sub in command.commands.items():
+            names += _option_vars(f"{prefix}{sub_name.upper().replace('-', '_')}_", sub)
+    return names
 
 
 def check(name: str, command: click.Command) -> None:

@@ -88,3 +88,15 @@ def test_a_mistyped_option_variable_is_named_not_ignored_silently(inv: Path) -> 
         "warning: GPUNODE_PLAN_FORK is no option of gpunode plan "
         "(did you mean GPUNODE_PLAN_FORKS?): it is ignored" in out.stderr
     )
+
+
+def test_a_subcommands_option_variable_is_known_and_its_typo_named() -> None:
+    # `mirror serve` is a subcommand: click reads GPUNODE_MIRROR_SERVE_BIND for its --bind.
+    out = gpunode("mirror", "serve", "--help", GPUNODE_MIRROR_BIND="127.0.0.1:1")
+    assert out.returncode == 0, out.stderr
+    assert (
+        "warning: GPUNODE_MIRROR_BIND is no option of gpunode mirror "
+        "(did you mean GPUNODE_MIRROR_SERVE_BIND?): it is ignored" in out.stderr
+    )
+    out = gpunode("mirror", "serve", "--help", GPUNODE_MIRROR_SERVE_BIND="127.0.0.1:1")
+    assert out.returncode == 0 and "warning" not in out.stderr, out.stderr
