@@ -5,11 +5,18 @@ live views, the run record's stream); only what `run` returns is bounded, so a h
 prints without end (a spewing `nvidia-smi`, a runaway log) cannot grow the controller.
 What was dropped is counted, never hidden: `CommandResult.stdout_cut`, and a parser that
 needs the whole output reads `CommandResult.whole_stdout`, which refuses a cut one.
+
+A caller that reads a command's output as it streams and needs only its end (a monitor's
+endless `nvidia-smi -lms`) keeps less with `keeping(cap)`: 4 MiB per stream per host filled
+at a few KiB a second is memory that grows for an hour, for nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
+from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Final
 
 OUTPUT_RING_BYTES: Final = 4 << 20
@@ -17,6 +24,17 @@ OUTPUT_RING_BYTES: Final = 4 << 20
 tens of KiB, apt's for a whole CUDA install a few hundred; docs/security.md names it."""
 
 _BLOCK: Final = 64 << 10  # small chunks are joined up to this size: few strs, cheap cuts
+_cap: ContextVar[int] = ContextVar("output_ring_cap", default=OUTPUT_RING_BYTES)
+
+
+@contextlib.contextmanager
+def keeping(cap: int) -> Iterator[None]:
+    """Commands run in this block, on this thread, keep the last `cap` bytes of each stream."""
+    token = _cap.set(cap)
+    try:
+        yield
+    finally:
+        _cap.reset(token)
 
 
 def _size(text: str) -> int:
@@ -26,8 +44,8 @@ def _size(text: str) -> int:
 class OutputRing:
     """The end of one stream: chunks in order, at most `cap` bytes, the start dropped."""
 
-    def __init__(self, cap: int = OUTPUT_RING_BYTES) -> None:
-        self.cap = cap
+    def __init__(self, cap: int | None = None) -> None:
+        self.cap = _cap.get() if cap is None else cap
         self.cut = 0
         """Bytes dropped from the start."""
         self._texts: deque[str] = deque()

@@ -4,13 +4,18 @@ spewing host, the run records the exporter reads at every scrape, each GPU's his
 from __future__ import annotations
 
 import json
+import os
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from gpunode.monitor.board import GPUS_MAX, HISTORY, Board
 from gpunode.monitor.parse import LINE_MAX, LineSplitter
-from gpunode.monitor.sources import EnergyMeter
+from gpunode.monitor.sources import STREAM_KEPT, EnergyMeter, SmiSource, StreamEnded
+from gpunode.transport.base import CommandResult
+from gpunode.transport.local import LocalTransport
 from gpunode.views.hoststate import RunRecords
 from tests.conftest import until
 from tests.tui import scenario as sc
@@ -91,3 +96,53 @@ def test_the_heap_is_trimmed_while_sampling(monkeypatch: pytest.MonkeyPatch) -> 
     until(lambda: not [t for t in threading.enumerate() if t.name == "heap-trim"], 5, "its end")
     assert calls[:2] == [f"mallopt -3 {128 << 10}", "mallopt -8 2"]
     assert heap._glibc() is not None  # this machine's libc has both calls
+
+
+class Recording(LocalTransport):
+    """A real local shell; every command's result kept for the test to look at."""
+
+    def __init__(self) -> None:
+        super().__init__("gpu1")
+        self.results: list[CommandResult] = []
+
+    def run(self, command: Any, **kw: Any) -> CommandResult:
+        res = super().run(command, **kw)
+        self.results.append(res)
+        return res
+
+
+def test_a_stream_keeps_only_the_end_of_its_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A monitor's stream parses its rows as they come: what its command returns holds the
+    last STREAM_KEPT bytes of each stream, not the transport's 4 MiB (an honest host's rows
+    filled that for 40 minutes), while a one-off command keeps the default."""
+    smi = tmp_path / "nvidia-smi"  # 1 MiB of rows on each stream, then a failure
+    smi.write_text("#!/bin/sh\nyes '0, NVIDIA H200' | head -c 1048576\n"
+                   "yes 'junk' | head -c 1048575 >&2\necho end >&2\nexit 9\n")  # fmt: skip
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    transport = Recording()
+    src = SmiSource("gpu1", transport, interval=0.2, process_every=None)
+    with pytest.raises(StreamEnded):
+        src.stream(lambda _: None, lambda _: None, threading.Event())
+    src._dmon(threading.Event(), threading.Event())  # the exporter's second stream
+    assert len(transport.results) == 2
+    for res in transport.results:
+        assert len(res.stdout) == STREAM_KEPT and res.stdout_cut == (1 << 20) - STREAM_KEPT
+        assert len(res.stderr) == STREAM_KEPT and res.stderr.endswith("junk\nend\n")
+    assert len(transport.run("head -c 1048576 /dev/zero").stdout) == 1 << 20
+
+
+def test_dmon_rows_of_invented_gpus_are_not_kept() -> None:
+    src = SmiSource("gpu1", LocalTransport("gpu1"), dmon=True)
+    rows = "\n".join(f"{i} 3" for i in range(GPUS_MAX * 4))
+
+    class Dmon(LocalTransport):
+        def run(self, command: Any, *, on_output: Any = None, **kw: Any) -> CommandResult:
+            on_output("stdout", f"# gpu pci\n{rows}\n")
+            return CommandResult("dmon", 0, "", "", 0.1)
+
+    src.transport = Dmon("gpu1")
+    src._dmon(threading.Event(), threading.Event())
+    assert sorted(src._dmon_values) == list(range(GPUS_MAX))
