@@ -29,6 +29,7 @@ from gpunode.resolve.packages import (
     names_for,
     resolve_package,
 )
+from gpunode.resolve.specs import newest
 from gpunode.versions import debian_key
 
 
@@ -74,6 +75,18 @@ class DriverPin(PackagePin):
         return self.version
 
 
+@dataclass(frozen=True, kw_only=True)
+class ToolkitPin(PackagePin):
+    """A CUDA toolkit's exact release: `packages` is its cuda-toolkit-X-Y package alone (the
+    `cuda` and `cuda-X-Y` meta packages pull in a driver)."""
+
+    cuda: str
+    """The toolkit as the inventory names it ("12.8")."""
+    preinstalled: bool = False
+    """/usr/local/cuda-X.Y has its nvcc and dpkg does not know the toolkit (NVIDIA's .run
+    installer put it there): it is used as it is, and `version` is nvcc's release."""
+
+
 PACKAGES = tuple(c for c in COMPONENTS if c.policy == "package")
 """The components of the one package policy (gpunode.resolve.packages)."""
 
@@ -81,6 +94,8 @@ PACKAGES = tuple(c for c in COMPONENTS if c.policy == "package")
 @dataclass
 class Resolved:
     driver: DriverPin | None = None
+    toolkits: list[ToolkitPin] = field(default_factory=list)
+    """Each of stack.cuda.toolkits' pins, in the inventory's order."""
     packages: dict[str, PackagePin] = field(default_factory=dict)
     """Each package component's pin, by its stack field."""
     notes: list[str] = field(default_factory=list)
@@ -123,7 +138,9 @@ def resolve(
     toolkit = stack.cuda.default_toolkit if stack.cuda else None
     if stack.cuda:
         for cuda in stack.cuda.toolkits:
-            _toolkit(cuda, facts, source)
+            tk = _toolkit(cuda, facts, source)
+            out.toolkits.append(tk)
+            out.notes.append(f"cuda {cuda}: {tk.version}, {tk.why}")
     for component, spec, names in _declared(host, toolkit):
         if names is None:  # the compatibility check reports it first
             raise Unresolvable(
@@ -325,12 +342,20 @@ def installed_driver(host: Host, facts: HostFacts) -> str | None:
     return None
 
 
-def _toolkit(cuda: str, facts: HostFacts, source: _Source) -> None:
+def _toolkit(cuda: str, facts: HostFacts, source: _Source) -> ToolkitPin:
+    """The installed release, else the newest the repository has: a toolkit's packages are
+    built for its one CUDA release, so there is no spec to satisfy but its name."""
     name = toolkit_package(cuda)
-    if facts.package(name) or any(t.version == cuda and t.nvcc for t in facts.toolkits):
-        return
+    have = facts.package(name)
+    if have is not None:
+        return ToolkitPin(have.version, "installed", (name,), cuda=cuda)
+    for t in facts.toolkits:
+        if t.version == cuda and t.nvcc:
+            why = f"in {t.path}, not from apt: used as it is"
+            return ToolkitPin(t.nvcc, why, (name,), cuda=cuda, preinstalled=True)
     cat = source("stack.cuda.toolkits", f"CUDA {cuda} is not installed")
-    if not cat.versions(name):
+    best = newest(cat.versions(name))
+    if best is None:
         prefix = "cuda-toolkit-"
         known = sorted(
             (
@@ -344,3 +369,4 @@ def _toolkit(cuda: str, facts: HostFacts, source: _Source) -> None:
             f"stack.cuda.toolkits: CUDA {cuda} ({name}) is not in {cat.where}"
             + (f": it has {', '.join(known)}" if known else "")
         )
+    return ToolkitPin(best, f"the newest in {cat.where}", (name,), cuda=cuda)

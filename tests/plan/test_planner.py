@@ -97,7 +97,7 @@ def test_fresh_host_gets_every_role_in_order(host: Host, fresh: HostFacts) -> No
     )
     assert driver.steps[0].command.endswith(
         "install -- 'nvidia-open-550=550.163.01-*' 'libnvidia-compute-550=550.163.01-*'"
-        " cuda-toolkit-12-4"
+        " cuda-toolkit-12-4=12.4.1-1"
     )
     assert driver.steps[1].command == "apt-mark hold -- nvidia-open-550 libnvidia-compute-550"
     # ...and recorded as gpunode's own holds
@@ -277,7 +277,7 @@ def test_550_loaded_570_wanted_upgrades_and_reboots_once(fresh: HostFacts) -> No
     assert driver.commands[1] == "apt-mark unhold -- libnvidia-compute-550 nvidia-open-550"
     assert driver.commands[2].endswith(
         "install -- 'nvidia-open-570=570.195.03-*' 'libnvidia-compute-570=570.195.03-*' "
-        "libnvidia-compute-550- nvidia-open-550- cuda-toolkit-12-8"
+        "libnvidia-compute-550- nvidia-open-550- cuda-toolkit-12-8=12.8.1-1"
     )
     reboots = [c for c in plan.changes if c.reboot]
     assert len(reboots) == 1 and plan.changes[-1] is reboots[0]

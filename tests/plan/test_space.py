@@ -63,14 +63,15 @@ def test_a_small_filesystem_on_the_toolkits_folder_refuses_the_host() -> None:
     needed = re.search(r"(\d+) MiB needed by (.*): free space or mount a larger", plan.refused)
     assert needed is not None, plan.refused
     assert int(needed.group(1)) > 1
-    assert needed.group(2) == "cuda-toolkit-12-4"  # the toolkit's packages alone
+    assert needed.group(2) == "cuda-toolkit-12-4=12.4.1-1"  # the toolkit's packages alone
     assert "cudnn" not in needed.group(2) and "nvidia-open" not in needed.group(2)
     assert "/boot" not in plan.refused and "too little disk on / " not in plan.refused
-    # a toolkit alone (apt asked for cuda-toolkit-12-4 at no version) is counted the same
+    # a toolkit alone (no driver, cuDNN or NCCL in the same plan) is counted the same
     alone = {'driver: {branch: "550", flavor: open}': "driver: null", "cudnn:": "#", "nccl:": "#"}
     toolkit = host_from(stack(**alone))
     plan = plan_host(toolkit, facts, probes=NO_SYSTEMD, catalog=lab_2204)
-    assert plan.refused is not None and "33 MiB needed by cuda-toolkit-12-4:" in plan.refused
+    assert plan.refused is not None
+    assert "33 MiB needed by cuda-toolkit-12-4=12.4.1-1:" in plan.refused
     # room enough on the same mount: planned as before
     roomy = with_disks(fresh_facts(), tmpfs("/usr/local/cuda-12.4", 4096, 4000))
     plan = plan_host(host, roomy, probes=NO_SYSTEMD, catalog=lab_2204)
