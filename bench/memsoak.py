@@ -8,12 +8,22 @@ junk on stdout and stderr, and now and then a megabyte with no newline. Then, si
 - `gpunode exporter INVENTORY --interval 1`, its /metrics scraped every second;
 - `gpunode top INVENTORY --interval 1` on a pseudo-terminal of 80x24 (the real TUI).
 
-Both processes' RSS is read from /proc every second. The start is the median of the first
-10 samples after the warm-up (every host streaming, the spewing host's output buffers
-full), the end the median of the last 10; growth = (end - start) / start.
+Both processes' RSS is read from /proc every second (t = seconds since they started), and
+their /proc/PID/smaps_rollup at the end of the warm-up and at the end. Three figures each:
+
+- growth: the issue's figure. From the median of the first 10 samples after the warm-up
+  (every host streaming, the spewing host's buffers full; imports and Textual's first
+  render done) to the median of the last 10.
+- steady growth: the same from `--steady-from` (minute 2) to the end: caches that fill for
+  a minute or two are no longer in it, a leak still is.
+- slope: a least-squares line through every sample from `--steady-from` on, in MiB/hour:
+  what a process that runs for days would gain.
+
+The output: a table of RSS at every minute (so a plateau and a line look different) and a
+JSON document with the whole 1-s series.
 
     sudo python -m bench.memsoak                  # 10 hosts, 10 minutes (docs/benchmarks.md)
-    sudo python -m bench.memsoak --short          # 60 s, for a test
+    sudo python -m bench.memsoak --short          # 40 s, for a test
 """
 
 from __future__ import annotations
@@ -38,6 +48,7 @@ REPO = Path(__file__).resolve().parents[1]
 NSENTER = ["nsenter", "-m", "-u", "-i", "-p", "-r", "-w"]
 ENV = ["/usr/bin/env", "-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]
 GROWTH_GOAL = 10.0  # percent
+SMAPS_FIELDS = ("Rss", "Anonymous", "Private_Dirty", "Swap")
 SLOT = int(os.environ.get("GPUNODE_TEST_SLOT", "0"))  # as the tests: a lab and ports per slot
 
 # The stand-in nvidia-smi: the query's fields in order, honest values for what the monitor
@@ -128,6 +139,57 @@ def rss_kib(pid: int) -> int | None:
     return None
 
 
+def smaps_mib(pid: int) -> dict[str, float]:
+    """/proc/PID/smaps_rollup's totals (MiB): Anonymous is the heap, Rss - Anonymous mapped
+    files (the interpreter, shared libraries), which do not grow with a leak."""
+    out: dict[str, float] = {}
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            key, _, rest = line.partition(":")
+            if key in SMAPS_FIELDS and rest.strip().endswith("kB"):
+                out[key] = round(int(rest.split()[0]) / 1024, 1)
+    except OSError:
+        pass
+    return out
+
+
+def figures(rows: list[tuple[float, int]], warmup: float, steady_from: float) -> dict[str, Any]:
+    """The three figures of the module's docstring, for one process's (t, KiB) samples."""
+    after = [kib for t, kib in rows if t >= warmup]
+    steady = [(t, kib) for t, kib in rows if t >= steady_from]
+    start, end = statistics.median(after[:10]), statistics.median(after[-10:])
+    mid = statistics.median([kib for _, kib in steady[:10]])
+    fit = statistics.linear_regression([t for t, _ in steady], [kib for _, kib in steady])
+    return {
+        "start_mib": mib(start), "steady_start_mib": mib(mid), "end_mib": mib(end),
+        "peak_mib": mib(max(after)),
+        "growth_pct": round(100 * (end - start) / start, 1),
+        "steady_growth_pct": round(100 * (end - mid) / mid, 1),
+        "slope_mib_per_hour": round(fit.slope * 3600 / 1024, 1),
+    }  # fmt: skip
+
+
+def mib(kib: float) -> float:
+    return round(kib / 1024, 1)
+
+
+def minute_table(samples: dict[str, list[tuple[float, int]]], every: float) -> str:
+    """RSS (MiB) at every `every` seconds: the median of the 10 s before each mark."""
+    labels = list(samples)
+    last = max(t for rows in samples.values() for t, _ in rows)
+    lines = ["| t | " + " | ".join(f"{label} MiB" for label in labels) + " |"]
+    lines.append("|---:" * (len(labels) + 1) + "|")
+    mark = every
+    while mark <= last + 1:
+        cells = []
+        for label in labels:
+            near = [kib for t, kib in samples[label] if mark - 10 <= t < mark]
+            cells.append(f"{mib(statistics.median(near)):.1f}" if near else "")
+        lines.append(f"| {mark / 60:g} min | " + " | ".join(cells) + " |")
+        mark += every
+    return "\n".join(lines)
+
+
 def start_top(inventory: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], int]:
     """`gpunode top` on a pseudo-terminal of 80x24, its screen read and dropped."""
     master, slave = pty.openpty()
@@ -185,16 +247,22 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
     scraper = threading.Thread(target=scrape_forever, args=(args.port, stop, seen), daemon=True)
     scraper.start()
     samples: dict[str, list[tuple[float, int]]] = {"exporter": [], "top": []}
+    procs = {"exporter": exporter, "top": top}
+    smaps: dict[str, dict[str, dict[str, float]]] = {label: {} for label in procs}
     t0 = time.monotonic()
     try:
         while time.monotonic() - t0 < args.warmup + args.seconds:
-            for label, proc in (("exporter", exporter), ("top", top)):
+            for label, proc in procs.items():
                 if proc.poll() is not None:
                     raise RuntimeError(f"{label} exited ({proc.returncode}) during the soak")
                 kib = rss_kib(proc.pid)
                 if kib is not None:
-                    samples[label].append((time.monotonic() - t0, kib))
+                    samples[label].append((round(time.monotonic() - t0, 1), kib))
+                if "warmup" not in smaps[label] and time.monotonic() - t0 >= args.warmup:
+                    smaps[label]["warmup"] = smaps_mib(proc.pid)
             time.sleep(1.0)
+        for label, proc in procs.items():
+            smaps[label]["end"] = smaps_mib(proc.pid)
     finally:
         stop.set()
         for proc in (exporter, top):
@@ -210,17 +278,14 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {
         "hosts": len(names), "spewer": spewer, "spew_mib_per_s": args.spew,
         "interval_s": args.interval, "warmup_s": args.warmup, "seconds": args.seconds,
+        "steady_from_s": args.steady_from, "load_avg": [round(x, 2) for x in os.getloadavg()],
         "hosts_in_metrics": streaming, "scrapes": seen["scrapes"],
         "failed_scrapes": seen["failed"], "last_scrape_error": seen["error"],
     }  # fmt: skip
     for label, rows in samples.items():
-        after = [kib for t, kib in rows if t >= args.warmup]
-        start, end = statistics.median(after[:10]), statistics.median(after[-10:])
-        result[label] = {
-            "start_mib": round(start / 1024, 1), "end_mib": round(end / 1024, 1),
-            "peak_mib": round(max(after) / 1024, 1),
-            "growth_pct": round(100 * (end - start) / start, 1),
-        }  # fmt: skip
+        result[label] = {**figures(rows, args.warmup, args.steady_from), "smaps": smaps[label]}
+    result["table"] = minute_table(samples, 60.0 if args.seconds >= 240 else 10.0)
+    result["series_kib"] = {label: [list(row) for row in rows] for label, rows in samples.items()}
     return result
 
 
@@ -228,8 +293,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--hosts", type=int, default=10)
     p.add_argument("--seconds", type=float, default=600.0, help="measured, after the warm-up")
-    p.add_argument("--warmup", type=float, default=30.0)
-    p.add_argument("--short", action="store_true", help="60 s measured, 20 s warm-up")
+    p.add_argument("--warmup", type=float, default=60.0)
+    p.add_argument("--steady-from", type=float, help="seconds; default 120 (half-way if short)")
+    p.add_argument("--short", action="store_true", help="40 s measured, 15 s warm-up")
     p.add_argument("--interval", type=float, default=1.0)
     p.add_argument("--spew", type=float, default=2.0, help="MiB/s the first host spews")
     state = "/var/tmp/gpunode-memsoak" + (f"-slot{SLOT}" if SLOT else "")
@@ -239,12 +305,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", dest="json_out", help="also write the result here")
     args = p.parse_args(argv)
     if args.short:
-        args.seconds, args.warmup = 60.0, 20.0
+        args.seconds, args.warmup = 40.0, 15.0
+    if args.steady_from is None:
+        total = args.warmup + args.seconds
+        args.steady_from = 120.0 if total >= 240 else args.warmup + args.seconds / 2
     result = soak(args)
-    text = json.dumps(result, indent=2)
-    print(text)
+    print(result["table"])
+    print(json.dumps({k: v for k, v in result.items() if k not in ("table", "series_kib")},
+                     indent=2))  # fmt: skip
     if args.json_out:
-        Path(args.json_out).write_text(text + "\n")
+        Path(args.json_out).write_text(json.dumps(result) + "\n")
     worst = max(result["exporter"]["growth_pct"], result["top"]["growth_pct"])
     return 0 if worst < GROWTH_GOAL and len(result["hosts_in_metrics"]) == args.hosts else 1
 

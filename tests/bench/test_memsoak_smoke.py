@@ -1,6 +1,8 @@
-"""The memory soak, short: `gpunode exporter` and `gpunode top` over lab hosts for 60 s at
-1 s, one host spewing 2 MiB/s; neither grows by 10 % and every host stays in the metrics
-(the spewing one too). The 10-minute figure is in docs/benchmarks.md."""
+"""The memory soak, short: `gpunode exporter` and `gpunode top` over lab hosts for 40 s at
+1 s after a 15 s warm-up, one host spewing 2 MiB/s; neither grows by 10 % and every host
+stays in the metrics (the spewing one too). A command's output kept whole (the issue's
+95 to 556 MB in 60 s) grows either by ~4 MiB a second: far past 10 % in 40 s. Slower
+growth is the 10-minute soak's to see; its figure is in docs/benchmarks.md."""
 
 from __future__ import annotations
 
@@ -38,7 +40,9 @@ def test_short_soak_stays_flat(tmp_path: Path) -> None:
             gpunode_lab(STATE, "down", check=False)
     assert out.exists(), proc.stderr[-2000:]
     result = json.loads(out.read_text())
+    series = result.pop("series_kib")
     assert result["hosts_in_metrics"] == ["lab-01", "lab-02", "lab-03"], result
     for proc_name in ("exporter", "top"):
         assert result[proc_name]["growth_pct"] < 10.0, result
+        assert len(series[proc_name]) >= 45, result  # the curve: a sample a second
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
