@@ -96,6 +96,26 @@ class _ChannelProcess:
         self._ch.close()
 
 
+CHANNELS_REMEMBERED = 1024
+
+
+def _forget_old_channels(t: paramiko.Transport) -> None:
+    """paramiko remembers every channel id a connection opened, to ignore messages that
+    arrive for a channel already gone, and never forgets one: `top` reading processes every
+    5 s grew by 12 ids a minute per host, for as long as it ran. Ids more than
+    CHANNELS_REMEMBERED behind the newest, of channels no longer open, are dropped: the
+    host closed those long ago (ids only grow), so nothing more can come for them."""
+    seen = t.channels_seen
+    if len(seen) <= 2 * CHANNELS_REMEMBERED:
+        return
+    with t.lock:  # open_channel adds under it; the reader thread only looks up
+        newest = max(seen)
+        open_ = t._channels  # type: ignore[attr-defined]  # paramiko's own map, no stub
+        for chanid in list(seen):
+            if newest - chanid > CHANNELS_REMEMBERED and open_.get(chanid) is None:
+                del seen[chanid]
+
+
 class SSHTransport:
     """A Transport over one paramiko connection (plus one per ProxyJump hop)."""
 
@@ -316,6 +336,7 @@ class SSHTransport:
     ) -> CommandResult:
         """`sh -c script` on the host (sudo's wrapping done), on a terminal for `become.pty`."""
         t = self._transport()
+        _forget_old_channels(t)
         try:
             chan = t.open_session(timeout=self.settings.connect_timeout)
         except (paramiko.SSHException, OSError, EOFError) as exc:
