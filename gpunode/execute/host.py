@@ -40,9 +40,9 @@ from gpunode.facts.model import HostFacts
 from gpunode.hostpool import Stop
 from gpunode.plan import simulate
 from gpunode.plan.planner import managed_paths, plan_host, probes_for
-from gpunode.resolve import Catalog, CatalogFor
+from gpunode.resolve import CatalogFor
 from gpunode.resolve.hostapt import HostCatalog, madison_command
-from gpunode.resolve.index import RepoVersions, repo_folder
+from gpunode.resolve.index import RepoVersions, container_folder, repo_folder
 from gpunode.roles.loader import RoleError
 from gpunode.roles.ops.apt import apt_update
 from gpunode.transport.base import (
@@ -62,6 +62,8 @@ BOOT_ID = "cat /proc/sys/kernel/random/boot_id"
 # Detached, so the command returns before the connection drops.
 REBOOT_TIMEOUT = 600.0
 REBOOT = "nohup sh -c 'sleep 1; systemctl reboot || reboot' >/dev/null 2>&1 &"
+_Catalogs = tuple[CatalogFor | None, CatalogFor | None]
+"""Where versions come from: NVIDIA's repository, and libnvidia-container's."""
 
 
 @dataclass
@@ -151,14 +153,17 @@ class HostRun:
         )
         wanted = probes_for(self.host, facts, self.opts.search, role_shell=apply)
         self.bus.emit(HostStatusChanged(self.host.name, status="planning"))
-        versions = self.opts.versions
-        catalog = versions.catalog_for(self.host.repos.nvidia, facts) if versions else None
-        plan = self._plan(facts, probes, catalog)
-        if plan.versions_on_host and not plan.changes and self.host.repos.nvidia:
-            # The repository is configured here: the host's apt says what it offers.
-            on_host = self._host_catalog(plan.versions_on_host, facts, self.host.repos.nvidia)
-            catalog = lambda: on_host  # noqa: E731
-            plan = self._plan(facts, probes, catalog)
+        versions, repos = self.opts.versions, self.host.repos
+        catalogs = (
+            (versions.catalog_for(repos.nvidia, facts),
+             versions.container_catalog_for(repos.nvidia_container))
+            if versions else (None, None)
+        )  # fmt: skip
+        plan = self._plan(facts, probes, catalogs)
+        if plan.versions_on_host and not plan.changes:
+            # The repositories are configured here: the host's apt says what they offer.
+            catalogs = self._host_catalogs(plan.versions_on_host, facts)
+            plan = self._plan(facts, probes, catalogs)
         # Probes and files that only the facts could name: a second, rare, round trip, then
         # the plan again (what it walks does not depend on them).
         # a plan that refuses the host already runs no role shell there (an `unless:`)
@@ -170,14 +175,14 @@ class HostRun:
             probes.update(found)
             facts.files.update(more.files)
             facts.file_attrs.update(more.file_attrs)
-            plan = self._plan(facts, probes, catalog)
+            plan = self._plan(facts, probes, catalogs)
         private = [f for f in plan.reads if facts.files.get(f) == "unreadable"] if apply else []
         if private:  # only root may read them: hashed as root rather than written to be sure
             more, _ = read_host(self.t, files=private, only_files=True, sudo=True,
                                 timeout=self.opts.facts_timeout)  # fmt: skip
             facts.files.update(more.files)
             facts.file_attrs.update(more.file_attrs)
-            plan = self._plan(facts, probes, catalog)
+            plan = self._plan(facts, probes, catalogs)
         plan = self._simulated(plan, update=apply)
         self.result.plans.append(plan.to_json())
         if verify and plan.empty:
@@ -191,21 +196,16 @@ class HostRun:
         )
         return facts, plan
 
-    def _plan(
-        self, facts: HostFacts, probes: dict[str, bool], catalog: CatalogFor | None
-    ) -> HostPlan:
+    def _plan(self, facts: HostFacts, probes: dict[str, bool], catalogs: _Catalogs) -> HostPlan:
+        """`catalogs`: NVIDIA's repository's and libnvidia-container's."""
         return plan_host(
             self.host,
             facts,
             probes=probes,
             tags=self.opts.tags,
             search=self.opts.search,
-            catalog=catalog,
-            containers=(
-                self.opts.versions.container_catalog_for(self.host.repos.nvidia_container)
-                if self.opts.versions
-                else None
-            ),
+            catalog=catalogs[0],
+            containers=catalogs[1],
             skip_tags=self.opts.skip_tags,
             allow_busy=self.opts.allow_busy,
             allow_change_held=self.opts.allow_change_held,
@@ -234,9 +234,22 @@ class HostRun:
         note = f"apt-get -s on the host's current lists: {said}; apply reads them again first"
         return replace(plan, notes=(*plan.notes, note))
 
-    def _host_catalog(self, names: tuple[str, ...], facts: HostFacts, nvidia: str) -> Catalog:
+    def _host_catalogs(self, names: tuple[str, ...], facts: HostFacts) -> _Catalogs:
+        """What the host's apt offers from each repository configured here: one question
+        for every repository, each reading its own folder of the answer."""
         res = self.t.run(madison_command(names), timeout=self.opts.facts_timeout)
-        return HostCatalog(res.whole_stdout if res.ok else "", repo_folder(nvidia, facts))
+        said = res.whole_stdout if res.ok else ""
+
+        def folder(url: str | None) -> CatalogFor | None:
+            if not url:
+                return None
+            cat = HostCatalog(said, url)
+            return lambda: cat
+
+        repos = self.host.repos
+        nvidia = repo_folder(repos.nvidia, facts) if repos.nvidia else None
+        containers = container_folder(repos.nvidia_container) if repos.nvidia_container else None
+        return folder(nvidia), folder(containers)
 
     # -- the run -------------------------------------------------------------------------------
 

@@ -14,34 +14,19 @@ def madison_command(names: tuple[str, ...]) -> str:
 
 
 class HostCatalog:
-    """A Catalog over `apt-cache madison` output, limited to one repository folder (the
-    host may also see Ubuntu's own NVIDIA packages, which are not what it was asked for)."""
+    """A Catalog over `apt-cache madison` output, limited to one repository's folder (the
+    host's answer covers every folder apt knows: Ubuntu's own NVIDIA packages, and each
+    repository gpunode added, which each read their own)."""
 
     def __init__(self, madison: str, folder: str) -> None:
         self.folder = folder.rstrip("/")
-        self._lines: list[tuple[str, str, str]] = []  # (folder, name, version), every folder
         self._versions: dict[str, list[str]] = {}
         for line in madison.splitlines():
             parts = [p.strip() for p in line.split("|")]
-            if len(parts) != 3:
+            if len(parts) != 3 or parts[2].split(" ")[0].rstrip("/") != self.folder:
                 continue
-            self._lines.append((parts[2].split(" ")[0].rstrip("/"), parts[0], parts[1]))
-        self._fill()
-
-    def _fill(self) -> None:
-        for where, name, version in self._lines:
-            if where == self.folder and version not in self._versions.setdefault(name, []):
-                self._versions[name].append(version)
-
-    def under(self, url: str) -> HostCatalog:
-        """The same answer, limited to another repository's folder under `url` (the
-        libnvidia-container repository's `stable/deb/amd64`)."""
-        base = url.rstrip("/") + "/"
-        folders = sorted({f for f, _, _ in self._lines if f.startswith(base)})
-        view = HostCatalog("", folders[0] if folders else base)
-        view._lines = self._lines
-        view._fill()
-        return view
+            if parts[1] not in self._versions.setdefault(parts[0], []):
+                self._versions[parts[0]].append(parts[1])
 
     @property
     def where(self) -> str:

@@ -20,7 +20,6 @@ from gpunode.compat.driver import (
 from gpunode.components import COMPONENTS, Component, repository
 from gpunode.facts.model import HostFacts
 from gpunode.inventory.model import Driver, Host
-from gpunode.resolve.hostapt import HostCatalog
 from gpunode.resolve.packages import (
     Catalog,
     Names,
@@ -129,7 +128,7 @@ def resolve(
     out = Resolved()
     source = _Source(host, "nvidia", catalog, out.notes)
     sources = {"nvidia": source, "nvidia_container": _Source(
-        host, "nvidia_container", containers, out.notes, on_host=catalog)}  # fmt: skip
+        host, "nvidia_container", containers, out.notes)}  # fmt: skip
     if stack.driver:
         # Ubuntu's archive: what the host's apt offers, read with the facts
         ubuntu = _from_apt(stack.driver, facts) if stack.driver.source == "ubuntu" else None
@@ -168,22 +167,13 @@ def _declared(host: Host, toolkit: str | None) -> Iterator[tuple[Component, Any,
 
 class _Source:
     """A repository's index, read once and only when some spec needs it. Where it cannot be
-    read from here, the host's apt is asked (IndexNeeded): `on_host` is the catalog the
-    executor then gives for NVIDIA's repository, which has what the host's apt offers from
-    every repository."""
+    read from here, the host's apt is asked (IndexNeeded): the executor then gives each
+    repository configured here the host's answer for its folder (resolve/hostapt.py)."""
 
-    def __init__(
-        self,
-        host: Host,
-        key: str,
-        catalog: CatalogFor | None,
-        notes: list[str],
-        on_host: CatalogFor | None = None,
-    ) -> None:
+    def __init__(self, host: Host, key: str, catalog: CatalogFor | None, notes: list[str]) -> None:
         self.host = host
         self.repository = repository(key)
         self.get = catalog
-        self.on_host = on_host
         self.notes = notes
         self.loaded: Catalog | None = None
 
@@ -191,8 +181,7 @@ class _Source:
         if self.loaded is not None:
             return self.loaded
         key, title = self.repository.key, self.repository.title
-        url = getattr(self.host.repos, key)
-        if not url:
+        if not getattr(self.host.repos, key):
             raise Unresolvable(
                 f"{field}: {need}, and {title} is not managed here (repos.{key}: null):"
                 f" install it from your own source, or set repos.{key}"
@@ -202,24 +191,12 @@ class _Source:
         try:
             self.loaded = self.get()
         except IndexUnavailable as exc:
-            self.loaded = self._host_apt(url)
-            if self.loaded is None:
-                raise IndexNeeded(
-                    f"{field}: {need}, and this machine cannot read the repository's index ({exc})",
-                    wanted_names(self.host),
-                ) from None
+            raise IndexNeeded(
+                f"{field}: {need}, and this machine cannot read the repository's index ({exc})",
+                wanted_names(self.host),
+            ) from None
         self.notes.append(f"versions from {self.loaded.where} ({self.loaded.how})")
         return self.loaded
-
-    def _host_apt(self, url: str) -> Catalog | None:
-        """What the host's apt offers from this repository, once the executor has read it."""
-        if self.on_host is None or self.repository.key != "nvidia_container":
-            return None
-        try:
-            cat = self.on_host()
-        except IndexUnavailable:
-            return None
-        return cat.under(url) if isinstance(cat, HostCatalog) else None
 
 
 class AptCatalog:

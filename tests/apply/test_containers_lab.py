@@ -173,3 +173,41 @@ def test_a_key_with_another_fingerprint_is_never_installed(lab: Lab, tmp_path: P
     listing = on_host(inv, HOST, "ls /usr/share/keyrings /etc/apt/sources.list.d")
     assert "nvidia-container-toolkit" not in listing
     assert not {p for p in packages(inv, HOST) if "container" in p}
+
+
+def test_a_containers_only_host_without_nvidias_repository_reads_the_hosts_apt(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """repos.nvidia: null, the container toolkit alone, and a controller that cannot read
+    the libnvidia-container index (its proxy refuses): the host's apt says which releases
+    the repository offers, as it does for NVIDIA's; the newest is planned and installed."""
+    from ruamel.yaml import YAML
+
+    fresh(lab, HOST)
+    inv = lab.inventory(tmp_path, **{**stack({"branch": "550"}), "driver": None, "smoke": []})
+    yaml = YAML()
+    doc = yaml.load(inv.read_text())
+    doc["defaults"]["repos"]["nvidia"] = None
+    with inv.open("w") as fh:
+        yaml.dump(doc, fh)
+    env = {**lab.env, "http_proxy": "http://127.0.0.1:9", "GPUNODE_CACHE_DIR": str(tmp_path)}
+    # the repository alone first: a plan can then ask the host's apt what it offers
+    res = lab.gpunode("apply", str(inv), "--limit", HOST, "--yes", "--tags", "container_repo",
+                      env=env)  # fmt: skip
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    listing = on_host(inv, HOST, "ls /etc/apt/sources.list.d")
+    assert "nvidia-container-toolkit.list" in listing and "cuda" not in listing
+    assert not {p for p in packages(inv, HOST) if "container" in p}
+    planned = lab.gpunode("plan", str(inv), "--limit", HOST, env=env)
+    assert planned.returncode in (0, 2), planned.stdout + planned.stderr
+    # the newest release the lab's repository has, as the host's apt-cache madison said
+    assert "NVIDIA container toolkit 1.18.1-1" in planned.stdout, planned.stdout
+    assert "nvidia-container-toolkit=1.18.1-1" in planned.stdout
+    assert "(read by the host's apt, apt-cache madison)" in planned.stdout
+    res = lab.gpunode("apply", str(inv), "--limit", HOST, "--yes", env=env)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    pk = packages(inv, HOST)
+    assert {p: pk.get(p) for p in TOOLKIT} == {p: ("1.18.1-1", True) for p in TOOLKIT}
+    # converged: the plan changes nothing
+    again = lab.gpunode("plan", str(inv), "--limit", HOST, "--detailed-exitcode", env=env)
+    assert again.returncode == 0, again.stdout + again.stderr

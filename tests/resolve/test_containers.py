@@ -86,18 +86,25 @@ def test_an_unreadable_index_asks_the_hosts_apt_as_nvidias_does() -> None:
     with pytest.raises(IndexNeeded, match=r"cannot read the repository's index") as exc:
         resolve(host(), facts(), None, fails)
     assert exc.value.names == ("nvidia-container-toolkit",)
-    # the executor reads the host's apt once the repositories are added; its catalog for
-    # NVIDIA's repository has every folder apt knows
+    # the executor asks the host's apt once the repositories are added; its answer covers
+    # every folder apt knows, and each repository configured reads its own folder of it
+    cuda = "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64"
     madison = (
         "".join(
             f"nvidia-container-toolkit | {v} | {WHERE.rstrip('/')}  Packages\n" for v in OFFERED
         )
         + "nvidia-container-toolkit | 1.12.0-1ubuntu1 | http://archive.ubuntu.com/ubuntu noble\n"
+        + f"nvidia-container-toolkit | 1.19.0-1 | {cuda}  Packages\n"
     )
-    on_host = HostCatalog(madison, "https://developer.download.nvidia.com/compute/cuda/repos/x/")
-    resolved = resolve(host(version="1.17"), facts(), lambda: on_host, fails)
-    assert resolved.packages["containers"].version == "1.17.8-1"
+    nvidia, containers = HostCatalog(madison, cuda + "/"), HostCatalog(madison, WHERE)
+    assert nvidia.versions("nvidia-container-toolkit") == ["1.19.0-1"]
+    resolved = resolve(host(), facts(), lambda: nvidia, lambda: containers)
+    assert resolved.packages["containers"].version == "1.18.1-1"
     assert f"versions from {WHERE} (read by the host's apt, apt-cache madison)" in resolved.notes
+    # repos.nvidia: null, the container repository alone: the same path
+    alone = host().model_copy(update={"repos": host().repos.model_copy(update={"nvidia": None})})
+    resolved = resolve(alone, facts(), None, lambda: containers)
+    assert resolved.packages["containers"].version == "1.18.1-1"
 
 
 def test_no_repository_managed() -> None:
