@@ -20,7 +20,9 @@ their /proc/PID/smaps_rollup at the end of the warm-up and at the end. Three fig
   what a process that runs for days would gain.
 
 The output: a table of RSS at every minute (so a plateau and a line look different) and a
-JSON document with the whole 1-s series.
+JSON document with the whole 1-s series. `--trace` runs both under tracemalloc and adds
+the Python heap at minute 2 and near the end, with the lines whose memory grew most: where
+a leak in Python is; RSS growing while that stays flat is the C allocator's or a library's.
 
     sudo python -m bench.memsoak                  # 10 hosts, 10 minutes (docs/benchmarks.md)
     sudo python -m bench.memsoak --short          # 40 s, for a test
@@ -40,6 +42,7 @@ import sys
 import termios
 import threading
 import time
+import tracemalloc
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -190,12 +193,57 @@ def minute_table(samples: dict[str, list[tuple[float, int]]], every: float) -> s
     return "\n".join(lines)
 
 
-def start_top(inventory: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], int]:
+# --trace: gpunode run under tracemalloc, a snapshot of the Python heap dumped at each of
+# MEMSOAK_TRACE_AT (seconds since it started). It slows the process and adds its own
+# memory: a diagnostic run, not the figure.
+TRACED = """
+import os, runpy, sys, threading, time, tracemalloc
+tracemalloc.start(1)
+t0, out = time.monotonic(), os.environ["MEMSOAK_TRACE_OUT"]
+def dump():
+    for i, at in enumerate(float(x) for x in os.environ["MEMSOAK_TRACE_AT"].split(",")):
+        time.sleep(max(0.0, at - (time.monotonic() - t0)))
+        tracemalloc.take_snapshot().dump(f"{out}.{i}")
+threading.Thread(target=dump, daemon=True).start()
+sys.argv[0] = "gpunode"
+runpy.run_module("gpunode", run_name="__main__", alter_sys=True)
+"""
+
+
+def launcher(label: str, args: argparse.Namespace, env: dict[str, str]) -> list[str]:
+    """How to start gpunode: plainly, or under tracemalloc (`env` gets where and when)."""
+    if not args.trace:
+        return [sys.executable, "-m", "gpunode"]
+    env["MEMSOAK_TRACE_OUT"] = str(Path(args.state) / f"trace-{label}")
+    env["MEMSOAK_TRACE_AT"] = f"{args.steady_from},{args.warmup + args.seconds - 20}"
+    return [sys.executable, "-c", TRACED]
+
+
+def traced(label: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The Python heap at minute 2 and at the end, and the 12 lines whose blocks grew most."""
+    base = str(Path(args.state) / f"trace-{label}")
+    try:
+        first, last = (tracemalloc.Snapshot.load(f"{base}.{i}") for i in (0, 1))
+    except OSError as exc:
+        return {"error": str(exc)}
+    size = [mib(sum(st.size for st in s.statistics("filename")) / 1024) for s in (first, last)]
+    top = last.compare_to(first, "lineno")[:12]
+    return {
+        "python_heap_mib": size,
+        "grew_most": [f"{d.traceback[0].filename.split('site-packages/')[-1]}:"
+                      f"{d.traceback[0].lineno} {d.size_diff / 1024:+.0f} KiB "
+                      f"({d.count_diff:+d} blocks)" for d in top],
+    }  # fmt: skip
+
+
+def start_top(
+    inventory: Path, env: dict[str, str], gpunode: list[str]
+) -> tuple[subprocess.Popen[bytes], int]:
     """`gpunode top` on a pseudo-terminal of 80x24, its screen read and dropped."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gpunode", "top", str(inventory), "--interval", "1"],
+        [*gpunode, "top", str(inventory), "--interval", "1"],
         stdin=slave, stdout=slave, stderr=slave, env={**env, "TERM": "xterm-256color"},
         cwd=REPO, start_new_session=True,
     )  # fmt: skip
@@ -235,13 +283,14 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
     inventory = Path(args.state) / "memsoak-inventory.yaml"
     inventory.write_text(lab.gpunode("lab", "inventory"))
     env = {**os.environ, "GPUNODE_STATE_DIR": str(Path(args.state) / "gpunode-state")}
+    exporter_env, top_env = dict(env), dict(env)
     exporter = subprocess.Popen(
-        [sys.executable, "-m", "gpunode", "exporter", str(inventory), "--interval",
+        [*launcher("exporter", args, exporter_env), "exporter", str(inventory), "--interval",
          str(args.interval), "--listen", f"127.0.0.1:{args.port}"],
-        env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=exporter_env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True,
     )  # fmt: skip
-    top, master = start_top(inventory, env)
+    top, master = start_top(inventory, top_env, launcher("top", args, top_env))
     stop = threading.Event()
     seen: dict[str, Any] = {"metrics": "", "scrapes": 0, "failed": 0, "error": ""}
     scraper = threading.Thread(target=scrape_forever, args=(args.port, stop, seen), daemon=True)
@@ -284,6 +333,8 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
     }  # fmt: skip
     for label, rows in samples.items():
         result[label] = {**figures(rows, args.warmup, args.steady_from), "smaps": smaps[label]}
+        if args.trace:
+            result[label]["tracemalloc"] = traced(label, args)
     result["table"] = minute_table(samples, 60.0 if args.seconds >= 240 else 10.0)
     result["series_kib"] = {label: [list(row) for row in rows] for label, rows in samples.items()}
     return result
@@ -303,6 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--net", type=int, default=79 + 256 * SLOT, help="the lab's --net")
     p.add_argument("--port", type=int, default=19835 + SLOT)
     p.add_argument("--json", dest="json_out", help="also write the result here")
+    p.add_argument("--trace", action="store_true", help="under tracemalloc: a diagnostic")
     args = p.parse_args(argv)
     if args.short:
         args.seconds, args.warmup = 40.0, 15.0
