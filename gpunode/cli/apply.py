@@ -125,7 +125,8 @@ def apply(inventory: str, limit: str | None, as_json: bool, tags: tuple[str, ...
                    search=search_path(inventory),
                    smoke=not no_smoke, versions=RepoVersions(),
                    reboot_timeout=reboot_timeout, no_reboot=no_reboot,
-                   allow_busy=allow_busy, allow_change_held=allow_change_held)  # fmt: skip
+                   allow_busy=allow_busy, allow_change_held=allow_change_held,
+                   inventory=inventory)  # fmt: skip
     if saved is not None:
         opts.confirmed, opts.saved_plan = saved.hosts, saved_from
     session = ApplySession(hosts, opts, pacing=Pacing(forks, serial, max_fail),

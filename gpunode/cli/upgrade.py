@@ -194,7 +194,7 @@ def _rollout(inventory: str, identity: InventoryId, hosts: list[Host], every: di
             sys.exit(ExitCode.OK)
     password = become_password(hosts, ask_become_pass)
     opts = Options(search=search_path(inventory), smoke=True, versions=RepoVersions(),
-                   reboot_timeout=reboot_timeout)  # fmt: skip
+                   reboot_timeout=reboot_timeout, inventory=inventory)  # fmt: skip
     record = records.Record(command, identity, {
         "canary": canary, "wave_size": wave_size, "max_fail": max_fail, "forks": forks,
         "reboot_timeout": reboot_timeout, **(extra or {}),

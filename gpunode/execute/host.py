@@ -97,6 +97,9 @@ class Options:
     """The run's stop (Ctrl-C, SIGTERM...): read between changes and phases, never mid-command."""
     run_id: str = ""
     """The run record's id: the owner named in each host's lock (execute/hostlock.py)."""
+    inventory: str = ""
+    """The inventory's path as the command was given it: the fixes doctor's findings suggest
+    after failed smoke tests name it (`gpunode apply PATH --limit HOST`)."""
 
 
 class HostRun:
@@ -685,7 +688,7 @@ class HostRun:
         from gpunode.doctor.rules import diagnose
 
         try:
-            findings = diagnose(probe(self.t, self.host))
+            findings = diagnose(probe(self.t, self.host), inventory=self.opts.inventory or None)
         except TransportError:
             return  # the smoke failure stands on its own
         for f in findings:
