@@ -13,7 +13,7 @@ from gpunode.transport.local import LocalTransport
 from gpunode.transport.ring import OUTPUT_RING_BYTES, OutputRing
 
 from .conftest import MakeTransport, Remote
-from .sshd import SshServer
+from .sshd import NOPASS_USER, SshServer
 
 CAP = OUTPUT_RING_BYTES
 SPEW = CAP + 3 * (1 << 20)  # 3 MiB more than is kept
@@ -69,8 +69,9 @@ def test_a_cut_file_is_refused_not_read_short(
     """get() goes through base64 over a command on the openssh transport and with sudo:
     a file bigger than the ring is an error, never a short read."""
     t = make_transport("t1", "127.0.0.1", ssh_server.settings())
-    path = f"/tmp/gpunode-ring-test-{make_transport.kind}"
-    t.run(f"head -c {CAP} /dev/zero > {path}")
+    # the slot's own user in the name: /tmp is shared by every test session on this machine
+    path = f"/tmp/gpunode-ring-test-{NOPASS_USER}-{make_transport.kind}"
+    assert t.run(f"head -c {CAP} /dev/zero > {path}").ok
     try:
         if make_transport.kind == "openssh":
             with pytest.raises(TransportError, match="dropped from its start"):
