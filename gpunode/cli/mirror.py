@@ -79,7 +79,14 @@ def build(
         click.echo(printable(line), err=True)
 
     try:
-        report = fetch(needs.folders.values(), Path(directory), say, needs.files.values())
+        report = fetch(
+            needs.folders.values(),
+            Path(directory),
+            say,
+            needs.files.values(),
+            needs.keys,
+            sorted(needs.pip, key=repr),
+        )
     except (MirrorError, OSError) as exc:
         click.echo(printable(f"error: {exc}"), err=True)
         sys.exit(ExitCode.FAILED)

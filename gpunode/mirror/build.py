@@ -21,12 +21,14 @@ import posixpath
 import tempfile
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpunode import __version__
+from gpunode.mirror import wheels
 from gpunode.mirror.needs import Download, Folder
+from gpunode.mirror.wheels import PipSet
 from gpunode.repoindex import MIRROR_MANIFEST, PackageVersion, parse_packages, safe_opener
 from gpunode.repoindex.decompress import BadData, TooLarge, decompress
 
@@ -56,15 +58,32 @@ def build(
     root: Path,
     say: Say = lambda _: None,
     files: Iterable[Download] = (),
+    keys: Mapping[str, str] | None = None,
+    pip: Iterable[PipSet] = (),
 ) -> Report:
-    """Bring each folder's part of the mirror under `root` up to date, and `files` (the
-    Miniconda installer), each checked against its pinned SHA256."""
+    """Bring each folder's part of the mirror under `root` up to date, `files` (the
+    Miniconda installer), each checked against its pinned SHA256, `keys` (rel -> URL: a
+    repository's signing key, which the hosts check by its fingerprint) and the wheels of
+    the `pip` installs, in simple indexes."""
     report = Report()
     opener = safe_opener()
+    for rel, url in sorted((keys or {}).items()):
+        new = _index(opener, url, root / rel, report, say)
+        if new is _ABSENT:
+            raise MirrorError(f"{url}: HTTP 404: the repository has no signing key there")
+        if new is not None:
+            os.replace(new, root / rel)
     for folder in folders:
         _folder(opener, folder, root, report, say)
     for f in files:
         _file(opener, f.url, root / f.rel, f.sha256, MAX_FILE, report, say, f.whose)
+    try:
+        downloaded, kept = wheels.fetch(pip, root, say)
+    except wheels.WheelError as e:
+        raise MirrorError(str(e)) from None
+    report.downloaded += [str(p) for p in downloaded]
+    report.kept += [str(p) for p in kept]
+    report.bytes += sum(p.stat().st_size for p in downloaded)
     return report
 
 

@@ -1,8 +1,10 @@
-"""What each selected host's plan installs from NVIDIA's repository, with what apt takes."""
+"""What each selected host's plan installs from NVIDIA's repositories (CUDA's, the container
+toolkit's), with what apt takes; the Miniconda installer and the pip installs it runs."""
 
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -12,14 +14,16 @@ from gpunode.execute.host import HostRun, Options
 from gpunode.facts.model import HostFacts
 from gpunode.hostpool import run_hosts
 from gpunode.inventory.model import Host
+from gpunode.mirror.wheels import PipSet, platform_tag
 from gpunode.plan.aptcheck import Target, closure, taken_version, targets
 from gpunode.repoindex import normalize_repo_url
 from gpunode.resolve import Catalog, IndexUnavailable
-from gpunode.resolve.index import RepoVersions, repo_folder
+from gpunode.resolve.index import RepoVersions, container_folder, repo_folder
 from gpunode.transport.base import Transport
 from gpunode.transport.secret import Secret
 
 KEYRING = "cuda-keyring"  # the trust anchor the nvidia_repo role fetches by its file's URL
+CONTAINER = "libnvidia-container/"  # repos.nvidia_container's folder in the mirror
 
 
 @dataclass
@@ -46,6 +50,8 @@ class Download:
 class Needs:
     folders: dict[str, Folder] = field(default_factory=dict)  # by upstream URL
     files: dict[str, Download] = field(default_factory=dict)  # by rel
+    keys: dict[str, str] = field(default_factory=dict)  # rel -> upstream URL, not pinned
+    pip: set[PipSet] = field(default_factory=set)
     problems: dict[str, str] = field(default_factory=dict)  # host -> why it adds nothing
 
 
@@ -72,38 +78,105 @@ def fleet_needs(
             out.problems[name] = outcome.summary
             continue
         facts, plan = outcome.value
-        host = by_name[name]
         if plan.refused:
             out.problems[name] = f"refused: {plan.refused}"
             continue
-        installer = host.repos.conda_installer
-        name = installer.rsplit("/", 1)[-1]
-        if name not in ("", ".", "..") and any(
-            installer in s.command for c in plan.changes for s in c.steps
-        ):
-            rel = "miniconda/" + name
-            sha = host.repos.conda_installer_sha256
-            out.files[rel] = Download(installer, rel, sha, "repos.conda_installer_sha256")
-        if not host.repos.nvidia:
-            out.problems[name] = "repos.nvidia is null: nothing of NVIDIA's to mirror"
-            continue
-        url = normalize_repo_url(repo_folder(host.repos.nvidia, facts))
         try:
-            cat = versions.catalog(url)
+            _host_needs(out, by_name[name], facts, plan, versions)
         except IndexUnavailable as exc:
             out.problems[name] = f"cannot read the repository's index: {exc}"
-            continue
-        folder = out.folders.setdefault(url, Folder(url, f"{facts.os.repo_slug}/x86_64/"))
-        folder.hosts.append(name)
-        folder.packages.update((KEYRING, v) for v in cat.versions(KEYRING))
-        for change in plan.changes:
-            for t in [*targets(change), *_named(change, cat)]:
-                taken = taken_version(cat, t) if cat.versions(t.name) else None
-                if taken is None:
-                    continue  # Ubuntu's archive's, or refused by the plan already
-                # as a fresh host would take it: what this host has installed, another needs
-                folder.packages.update(closure(cat, t.name, taken, HostFacts()))
     return out
+
+
+def _host_needs(
+    out: Needs, host: Host, facts: HostFacts, plan: HostPlan, versions: RepoVersions
+) -> None:
+    installer = host.repos.conda_installer
+    file = installer.rsplit("/", 1)[-1]
+    if file not in ("", ".", "..") and any(
+        installer in s.command for c in plan.changes for s in c.steps
+    ):
+        rel = "miniconda/" + file
+        sha = host.repos.conda_installer_sha256
+        out.files[rel] = Download(installer, rel, sha, "repos.conda_installer_sha256")
+    for change in plan.changes:
+        if change.op == "pip":
+            out.pip.update(pip_sets(change, host, facts, out.problems))
+    sources: list[tuple[Catalog, Folder]] = []
+    if host.repos.nvidia:
+        url = normalize_repo_url(repo_folder(host.repos.nvidia, facts))
+        cat = versions.catalog(url)
+        folder = out.folders.setdefault(url, Folder(url, f"{facts.os.repo_slug}/x86_64/"))
+        folder.packages.update((KEYRING, v) for v in cat.versions(KEYRING))
+        sources.append((cat, folder))
+    container = host.repos.nvidia_container
+    if container and host.stack.containers is not None:
+        url = normalize_repo_url(container_folder(container))
+        folder = out.folders.setdefault(url, Folder(url, CONTAINER + "stable/deb/amd64/"))
+        # its signing key, checked on the host by repos.nvidia_container_key_fingerprint
+        out.keys[CONTAINER + "gpgkey"] = container.rstrip("/") + "/gpgkey"
+        sources.append((versions.catalog(url), folder))
+    for _, folder in sources:
+        folder.hosts.append(host.name)
+    for change in plan.changes:
+        named = _named(change, sources[0][0]) if host.repos.nvidia and sources else []
+        for t in [*targets(change), *named]:
+            source = next(((c, f) for c, f in sources if c.versions(t.name)), None)
+            taken = taken_version(source[0], t) if source else None
+            if source is None or taken is None:
+                continue  # Ubuntu's archive's, or refused by the plan already
+            # as a fresh host would take it: what this host has installed, another needs
+            source[1].packages.update(closure(source[0], t.name, taken, HostFacts()))
+
+
+def pip_sets(change: Change, host: Host, facts: HostFacts, problems: dict[str, str]) -> set[PipSet]:
+    """The pip installs of a plan's change (`python -m pip install ... name==version`),
+    with the mirror's index each one's index URL maps to."""
+    out: set[PipSet] = set()
+    for step in change.steps:
+        words = shlex.split(step.command)
+        if words[1:4] != ["-m", "pip", "install"]:
+            continue
+        opts: dict[str, str] = {}
+        specs: list[str] = []
+        it = iter(words[4:])
+        for w in it:
+            if w in ("--index-url", "--extra-index-url"):
+                opts[w] = next(it, "")
+            elif not w.startswith("-"):
+                specs.append(w)
+        index_url = opts.get("--index-url")
+        index = _pip_index(index_url, host)
+        if index is None:
+            problems[host.name] = (
+                f"{change.title}: pip's index {index_url} is neither repos.pytorch_index nor"
+                " repos.pypi_index: its wheels are not mirrored"
+            )
+            continue
+        env = _ENV.fullmatch(words[0])
+        conda = host.stack.conda
+        python = conda.envs[env[1]].python if env and conda and env[1] in conda.envs else None
+        extra = opts.get("--extra-index-url")
+        tag = platform_tag(facts.os.repo_slug)
+        out.add(PipSet(index, index_url, extra, tuple(specs), python, tag))
+    return out
+
+
+_ENV = re.compile(r".*/envs/([^/]+)/bin/python[0-9.]*")
+
+
+def _pip_index(url: str | None, host: Host) -> str | None:
+    """The mirror's index for an upstream index URL: `simple` for repos.pypi_index (or
+    pip's default), `pytorch/<variant>` below repos.pytorch_index; None for another."""
+    pypi = (host.repos.pypi_index or "").rstrip("/")
+    if url is None or url.rstrip("/") == pypi:
+        return "simple"
+    base = host.repos.pytorch_index.rstrip("/") + "/"
+    rest = url.rstrip("/").removeprefix(base)
+    safe = re.fullmatch(r"[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*", rest)
+    if url.startswith(base) and safe and ".." not in rest.split("/"):
+        return f"pytorch/{rest}"
+    return None
 
 
 def _named(change: Change, cat: Catalog) -> list[Target]:

@@ -1,7 +1,8 @@
-"""`gpunode mirror` on the lab: built (the driver's packages, the Miniconda installer) from
-an upstream copy of the lab's signed repository, built again without downloading anything,
-then with the upstream stopped a fresh host converges from the served mirror; a .deb the
-mirror does not hold is refused at plan time."""
+"""`gpunode mirror` on the lab: built from an upstream copy of the lab's repositories (the
+driver's packages, the container toolkit's from its own repository with its key, the
+Miniconda installer, the env's PyTorch wheels and a PyPI package with what they need), built
+again without downloading a file, then with the upstream stopped a fresh host converges
+from the served mirror; a .deb the mirror does not hold is refused at plan time."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ import hashlib
 import http.server
 import json
 import re
+import shlex
 import subprocess
 import sys
 import threading
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -22,14 +25,43 @@ import pytest
 
 from gpunode.inventory import load
 from tests.apply.conftest import DPKG, Lab, apply, fresh, of, on_host, packages
-from tests.apply.test_faults_repo import DRIVER, HOST, closed_port, copy_repo, inventory
+from tests.apply.test_faults_repo import DRIVER, HOST, closed_port, copy_repo, lab_repo
 from tests.conftest import until
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
-# the mirror is built for the driver and conda (its installer, from the lab's own server)
-BUILT = {**DRIVER, "conda": {"prefix": "/opt/conda", "tos": "accept"}}
-ASKED = re.compile(r"(?<![^\s'])([a-z0-9][a-z0-9+.-]*)=([0-9][^\s']*)")  # name=version, =glob
+ENV = {"python": "3.11", "pytorch": "2.4.1", "torchvision": True, "packages": {"tqdm": "4.67.1"}}
+CONDA = {"prefix": "/opt/conda", "tos": "accept", "envs": {"torch": ENV}}
+CONTAINERS = {"runtime": "docker", "version": "1.17.8-1"}
+STACK = {**DRIVER, "conda": CONDA, "containers": CONTAINERS}
+TOOLKIT = ("nvidia-container-toolkit", "nvidia-container-toolkit-base",
+           "libnvidia-container-tools", "libnvidia-container1")  # fmt: skip
+# apt-get install's name=version (or =glob)
+ASKED = re.compile(r"(?<![^\s'])([a-z0-9][a-z0-9+.-]*)=([0-9][0-9A-Za-z.+~:*-]*)(?![^\s'])")
+PIP = re.compile(r"'?([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?==([^\s']+)'?")  # pip's name==version
+# where `gpunode mirror` puts each repository (docs/air-gapped.md)
+MIRRORED = {"pytorch_index": "/pytorch", "pypi_index": "/simple",
+            "nvidia_container": "/libnvidia-container"}  # fmt: skip
+
+
+def inventory(lab: Lab, tmp: Path, url: str, mirror: bool) -> Path:
+    """The lab's inventory with every repository at `url`: the lab's layout (an upstream
+    copy), or the mirror's."""
+    from ruamel.yaml import YAML
+
+    yaml = YAML()
+    path = lab.inventory(tmp, **STACK)
+    doc = yaml.load(path.read_text())
+    repos = doc["defaults"]["repos"]
+    base, _ = lab_repo(lab)
+    installer = "/miniconda/" + repos["conda_installer"].rsplit("/", 1)[-1]
+    for key in ("nvidia", "conda_installer", *MIRRORED):
+        repos[key] = url + (MIRRORED.get(key, "") if mirror else repos[key].removeprefix(base))
+    if mirror:
+        repos["conda_installer"] = url + installer
+    with path.open("w") as fh:
+        yaml.dump(doc, fh)
+    return path
 
 
 class LoggingHandler(http.server.SimpleHTTPRequestHandler):
@@ -72,20 +104,29 @@ def test_a_fresh_host_converges_from_the_mirror_with_the_upstream_gone(
     lab: Lab, tmp_path: Path
 ) -> None:
     fresh(lab, HOST)
+    knob = lab.gpunode("lab", "fault", HOST, "container-runtime", "docker")
+    assert knob.returncode == 0, knob.stderr
     copy_repo(lab, tmp_path / "upstream")
     srv, log = upstream(tmp_path / "upstream")
     url = f"http://127.0.0.1:{srv.server_address[1]}"
     out = tmp_path / "mirror"
     try:
-        built = inventory(lab, tmp_path / "up", url, **BUILT)
+        built = inventory(lab, tmp_path / "up", url, mirror=False)
         mirror(lab, built, out)
-        debs = [p for p, code in log if p.endswith(".deb") and code == 200]
+        files = [p for p, code in log if code == 200 and not p.endswith("/")]
+        debs = [p for p in files if p.endswith(".deb")]
         assert any("nvidia-open-550" in p for p in debs), debs
-        assert len(debs) == len(set(debs)), debs  # each file once
+        assert any("nvidia-container-toolkit_1.17.8-1" in p for p in debs), debs
+        wheels = [urllib.parse.unquote(p) for p in files if p.endswith(".whl")]
+        assert any("/torchvision-0.19.1+" in p for p in wheels), wheels
+        assert any("/torch-2.4.1+" in p for p in wheels), wheels  # torchvision's dependency
+        payload = [p for p in files if p.endswith((".deb", ".whl", ".sh"))]
+        assert len(payload) == len(set(payload)), payload  # each once (indexes: plan's too)
         log.clear()
         again = mirror(lab, built, out)
         assert " 0 files downloaded" in again, again
-        assert [e for e in log if e[1] == 200] == [], log  # indexes 304, no .deb asked for
+        # indexes 304 (pip's index pages aside, folders), no file asked for again
+        assert [p for p, code in log if code == 200 and not p.endswith("/")] == [], log
     finally:
         srv.shutdown()
         srv.server_close()
@@ -105,7 +146,7 @@ def test_a_fresh_host_converges_from_the_mirror_with_the_upstream_gone(
     try:
         local = f"http://127.0.0.1:{port}"
         until(lambda: answers(f"{local}/ubuntu2204/x86_64/InRelease"), 30, "the mirror serving")
-        inv = inventory(lab, tmp_path / "mirrored", local, **DRIVER)
+        inv = inventory(lab, tmp_path / "mirrored", local, mirror=True)
 
         # a file the mirror does not hold (its manifest) is refused at plan time, named
         manifest = folder / "gpunode-mirror.json"
@@ -120,8 +161,10 @@ def test_a_fresh_host_converges_from_the_mirror_with_the_upstream_gone(
 
         plan = json.loads(lab.gpunode("plan", str(inv), "--limit", HOST, "--json").stdout)
         commands = [c for ch in plan["hosts"][HOST]["changes"] for c in ch["commands"]]
-        planned = {m[1]: m[2] for c in commands if "install" in c for m in ASKED.finditer(c)}
-        assert "nvidia-open-550" in planned, plan["hosts"][HOST]
+        planned = {m[1]: m[2] for c in commands if "apt-get" in c for m in ASKED.finditer(c)}
+        wanted = {m[1]: m[2] for c in commands if "pip install" in c for m in PIP.finditer(c)}
+        assert "nvidia-open-550" in planned and "nvidia-container-toolkit" in planned, commands
+        assert {"torch", "torchvision", "tqdm"} <= set(wanted), commands
         code, evs = apply(lab, inv, "--limit", HOST, "--no-smoke")
         assert code == 0, [e.get("message") for e in of(evs, "host-finished", HOST)]
     finally:
@@ -130,6 +173,16 @@ def test_a_fresh_host_converges_from_the_mirror_with_the_upstream_gone(
     have = packages(inv, HOST)
     installed = {n: have.get(n, ("absent",))[0] for n in planned}
     assert all(fnmatch.fnmatchcase(installed[n], v) for n, v in planned.items()), installed
+    assert {p: have.get(p) for p in TOOLKIT} == {p: ("1.17.8-1", True) for p in TOOLKIT}
     sources = on_host(inv, HOST, "cat /etc/apt/sources.list.d/cuda-ubuntu2204-x86_64.list")
     assert f"{local}/ubuntu2204/x86_64/" in sources and url not in sources, sources
+    toolkit = on_host(inv, HOST, "cat /etc/apt/sources.list.d/nvidia-container-toolkit.list")
+    assert f"{local}/libnvidia-container/stable/deb/" in toolkit, toolkit
     assert "iU" not in on_host(inv, HOST, DPKG)
+    # the env's pip took the wheels from the mirror: the versions the plan asked for
+    names = ("torch", "torchvision", "tqdm")
+    check = f"import importlib.metadata as m; [print(n, m.version(n)) for n in {names}]"
+    got_env = on_host(inv, HOST, f"/opt/conda/envs/torch/bin/python -c {shlex.quote(check)}")
+    versions = dict(line.split() for line in got_env.splitlines())
+    assert all(versions[n].split("+")[0] == v for n, v in wanted.items()), (versions, wanted)
+    assert versions["torch"].endswith(versions["torchvision"].partition("+")[2]), versions
