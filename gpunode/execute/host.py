@@ -212,6 +212,7 @@ class HostRun:
             skip_tags=self.opts.skip_tags,
             allow_busy=self.opts.allow_busy,
             allow_change_held=self.opts.allow_change_held,
+            mirror_files=self.opts.versions.mirror_files if self.opts.versions else None,
         )
 
     def _simulated(self, plan: HostPlan, *, update: bool) -> HostPlan:

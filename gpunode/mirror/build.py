@@ -77,6 +77,7 @@ def build(
         _folder(opener, folder, root, report, say)
     for f in files:
         _file(opener, f.url, root / f.rel, f.sha256, MAX_FILE, report, say, f.whose)
+        _hold(root / f.rel, f.sha256)
     try:
         downloaded, kept = wheels.fetch(pip, root, say)
     except wheels.WheelError as e:
@@ -282,6 +283,17 @@ def _file(
     report.downloaded.append(str(path))
     report.bytes += path.stat().st_size
     say(f"fetched {url}")
+
+
+def _hold(path: Path, sha256: str) -> None:
+    """`path` in its folder's manifest, which plan checks the installer's pin against."""
+    manifest = path.parent / MIRROR_MANIFEST
+    held: dict[str, str] = {}
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        held = dict(json.loads(manifest.read_text())["files"])
+    held = {n: s for n, s in held.items() if (path.parent / n).is_file()}
+    held[path.name] = sha256
+    wheels.write_atomic(manifest, json.dumps({"files": dict(sorted(held.items()))}, indent=1))
 
 
 def _sha256(path: Path) -> str:

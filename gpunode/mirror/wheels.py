@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpunode.repoindex import MIRROR_MANIFEST
+
 STORE = "wheels"  # wheels/<index>/<file>: the files, one flat folder per index
 MANIFEST = "gpunode-wheels.json"  # {index: {file: sha256}}: what the pages list
 # the glibc of each Ubuntu release, for pip's manylinux platform tag (manylinux_2_35 also
@@ -163,10 +165,12 @@ def _pages(root: Path, held: dict[str, dict[str, str]]) -> None:
                 f'#sha256={files[n]}">{html.escape(n)}</a><br/>'
                 for n in names
             ]
-            _write(root / here / "index.html", _page(f"Links for {project}", links))
+            write_atomic(root / here / "index.html", _page(f"Links for {project}", links))
         listing = [f'<a href="{p}/">{p}</a><br/>' for p in sorted(projects)]
-        _write(root / index / "index.html", _page("Simple index", listing))
-    _write(root / MANIFEST, json.dumps(held, indent=1, sort_keys=True))
+        write_atomic(root / index / "index.html", _page("Simple index", listing))
+        # what plan checks a pip install's packages against (gpunode.plan.mirrorcheck)
+        write_atomic(root / index / MIRROR_MANIFEST, json.dumps({"files": files}, indent=1))
+    write_atomic(root / MANIFEST, json.dumps(held, indent=1, sort_keys=True))
 
 
 def _page(title: str, body: list[str]) -> str:
@@ -177,7 +181,7 @@ def _page(title: str, body: list[str]) -> str:
     )
 
 
-def _write(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".part-")
     with os.fdopen(fd, "w") as f:

@@ -13,6 +13,7 @@ from gpunode.facts.model import HostFacts, OsRelease
 from gpunode.inventory.model import Host
 from gpunode.memo import Memo
 from gpunode.plan.aptcheck import loaded, moved_dependencies, targets, unavailable
+from gpunode.plan.mirrorcheck import Manifest, unmirrored
 from gpunode.plan.refuse import NVIDIA_RELEASES, refusal
 from gpunode.plan.rerun import put_back, with_journal_holds
 from gpunode.plan.space import space_refusal
@@ -138,6 +139,7 @@ def plan_host(
     skip_tags: Collection[str] | None = None,
     allow_busy: bool = False,
     allow_change_held: bool = False,
+    mirror_files: Manifest | None = None,
 ) -> HostPlan:
     """`catalog` reads the host's repository index, when a spec is not satisfied by what
     the host has installed (gpunode.resolve); `containers` the libnvidia-container
@@ -145,7 +147,8 @@ def plan_host(
     `skip_tags`: drop changes with any of these. A plan that disrupts the GPUs (`disrupts`)
     is refused while processes use them, unless `allow_busy`, and carries the host's hooks.
     `allow_change_held`: a change may move a package the admin held (else the host is
-    refused, naming it)."""
+    refused, naming it). `mirror_files` reads a gpunode mirror's manifest of a folder the
+    plan fetches from outside apt (the Miniconda installer, pip's index)."""
     why = refusal(host, facts)
     if why:
         return HostPlan(host.name, refused=why)
@@ -228,6 +231,8 @@ def plan_host(
         why = space_refusal(host, ordered, catalogs, facts)
         if why:
             return HostPlan(host.name, refused=why)
+    if mirror_files is not None and (why := unmirrored(host, ordered, mirror_files)):
+        return HostPlan(host.name, refused=why)
     hooks: tuple[tuple[str, str], ...] = ()
     if disrupts(ordered, facts):
         if facts.gpu_processes and not allow_busy:

@@ -78,6 +78,10 @@ class RepoVersions:
         except FetchFailed as exc:
             raise IndexUnavailable(str(exc)) from None
 
+    def mirror_files(self, folder_url: str) -> dict[str, str] | None:
+        """A gpunode mirror's manifest of a folder outside apt (miniconda/, a pip index)."""
+        return self.cache.mirror_manifest(folder_url)
+
     def catalog_for(self, nvidia: str | None, facts: HostFacts) -> CatalogFor | None:
         if not nvidia:
             return None

@@ -76,6 +76,10 @@ class LoggingHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+def installer_name(inv: Path) -> str:
+    return load(inv).hosts[HOST].repos.conda_installer.rsplit("/", 1)[-1]
+
+
 def upstream(root: Path) -> tuple[http.server.ThreadingHTTPServer, list[tuple[str, int]]]:
     log: list[tuple[str, int]] = []
     handler = type("Handler", (LoggingHandler,), {"log": log})
@@ -158,6 +162,19 @@ def test_a_fresh_host_converges_from_the_mirror_with_the_upstream_gone(
         assert refused.returncode == 4, refused.stdout + refused.stderr
         assert f"apt would download {gone} (" in refused.stdout, refused.stdout
         manifest.write_text(whole)
+        # so are the installer and a pip package, each missing from its folder's manifest
+        for held, name, said in (
+            (out / "miniconda", installer_name(inv), f"does not hold {installer_name(inv)}"),
+            (out / "simple", "tqdm-4.67.1-py3-none-any.whl", "holds no wheel of tqdm 4.67.1"),
+        ):
+            whole = (held / "gpunode-mirror.json").read_text()
+            rest = {k: v for k, v in json.loads(whole)["files"].items() if k != name}
+            assert len(rest) < len(json.loads(whole)["files"]), whole
+            (held / "gpunode-mirror.json").write_text(json.dumps({"files": rest}))
+            refused = lab.gpunode("plan", str(inv), "--limit", HOST)
+            (held / "gpunode-mirror.json").write_text(whole)
+            assert refused.returncode == 4, refused.stdout + refused.stderr
+            assert said in refused.stdout, refused.stdout
 
         plan = json.loads(lab.gpunode("plan", str(inv), "--limit", HOST, "--json").stdout)
         commands = [c for ch in plan["hosts"][HOST]["changes"] for c in ch["commands"]]

@@ -5,14 +5,9 @@ that a mirror's manifest does not hold."""
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import http.server
 import json
-import threading
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -52,24 +47,6 @@ def write_repo(folder: Path, debs: dict[str, bytes], packages: str | None = None
         f"-----BEGIN PGP SIGNED MESSAGE-----\n\nOrigin: test\nSHA256:\n"
         f" {sha(listed)} {len(listed)} Packages\n-----BEGIN PGP SIGNATURE-----\n"
     )
-
-
-@pytest.fixture
-def upstream(tmp_path: Path) -> Iterator[tuple[Path, str, list[str]]]:
-    root, asked = tmp_path / "up", []
-
-    class Handler(http.server.SimpleHTTPRequestHandler):
-        def log_request(self, code: Any = "-", size: Any = "-") -> None:
-            asked.append(f"{self.path} {code}")
-
-    root.mkdir()
-    srv = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(Handler, directory=str(root))
-    )
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield root, f"http://127.0.0.1:{srv.server_address[1]}/ubuntu2204/x86_64/", asked
-    srv.shutdown()
-    srv.server_close()
 
 
 def folder(url: str) -> Folder:
