@@ -1,4 +1,5 @@
-"""`gpunode mirror`: fetch once what the fleet installs from NVIDIA's repository, and serve it."""
+"""`gpunode mirror`: fetch once what the fleet installs (NVIDIA's repositories, Miniconda,
+wheels), and serve it."""
 
 from __future__ import annotations
 
@@ -29,8 +30,9 @@ class _BuildByDefault(click.Group):
 
 @click.group(cls=_BuildByDefault)
 def mirror() -> None:
-    """A partial, still-signed mirror of NVIDIA's CUDA repository: what the selected hosts'
-    plans install, fetched once, for a fleet or an air-gapped site (docs/air-gapped.md).
+    """A partial, still-signed mirror of NVIDIA's repositories, the Miniconda installer and
+    the envs' wheels: what the selected hosts' plans install, fetched once, for a fleet or
+    an air-gapped site (docs/air-gapped.md).
 
     `gpunode mirror INVENTORY DIR` is short for `gpunode mirror build INVENTORY DIR`."""
 
@@ -48,12 +50,17 @@ def build(
     the repository's own layout (ubuntu2204/x86_64/...), the .debs its plan installs at
     their exact versions with their dependencies from the index, the keyring package, and
     the folder's InRelease, Release, Release.gpg and Packages files unchanged: hosts' apt
-    checks NVIDIA's signature and hashes as usual; and the Miniconda installer a plan
-    fetches, into DIR/miniconda/, checked against repos.conda_installer_sha256. Each .deb
-    is checked against the index's SHA256 before it is kept; a second run downloads only
-    what changed. Point the inventory's repos.nvidia at the served DIR (`gpunode mirror
-    serve DIR`), and repos.conda_installer at its miniconda/ file; plan then refuses a
-    host whose packages the mirror does not hold, naming the file.
+    checks NVIDIA's signature and hashes as usual. Also: the container toolkit's
+    repository (DIR/libnvidia-container/, with its gpgkey) for hosts with `containers`;
+    the Miniconda installer a plan fetches (DIR/miniconda/, checked against
+    repos.conda_installer_sha256); and the wheels the envs' pip installs take, resolved
+    by pip for the env's Python, in simple indexes (DIR/simple/, DIR/pytorch/<variant>/)
+    whose links carry each file's sha256. Every file is checked before it is kept; a
+    second run downloads only what changed. Point repos.nvidia at the served DIR (`gpunode
+    mirror serve DIR`), repos.nvidia_container at DIR/libnvidia-container,
+    repos.conda_installer at its miniconda/ file, repos.pytorch_index at DIR/pytorch and
+    repos.pypi_index at DIR/simple; plan then refuses a host whose files the mirror does
+    not hold, naming the file (docs/air-gapped.md).
 
     Exit status: 0 done, 2 a download failed or a host could not be planned, 3 a host
     unreachable (what the others need is still fetched).
