@@ -334,9 +334,29 @@ class _ControlServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer)
 
 class _LoggingHandler(SimpleHTTPRequestHandler):
     """Serves the repository and keeps an access log, as a real mirror's web server does
-    (client, request line, status, bytes): tests count what a run fetched from it."""
+    (client, request line, status, body bytes sent): tests and bench/ count what a run
+    fetched from it. A request's line is written once it is answered, so its bytes are
+    what really went out (a transfer the client cut short counts what was sent)."""
 
     access_log: Path
+    _status: str | None = None
+    _sent = 0
+
+    def handle_one_request(self) -> None:
+        self._status, self._sent = None, 0
+        try:
+            super().handle_one_request()
+        finally:
+            if self._status is not None:
+                self.log_message('"%s" %s %d', self.requestline, self._status, self._sent)
+
+    def log_request(self, code: Any = "-", size: Any = "-") -> None:
+        self._status = str(getattr(code, "value", code))  # logged with its bytes, above
+
+    def copyfile(self, source: Any, outputfile: Any) -> None:
+        while chunk := source.read(256 * 1024):
+            outputfile.write(chunk)
+            self._sent += len(chunk)
 
     def log_message(self, format: str, *args: Any) -> None:
         line = f"{self.address_string()} - - [{self.log_date_time_string()}] {format % args}\n"

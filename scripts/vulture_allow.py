@@ -31,6 +31,8 @@ _.linkname  # tarfile's TarInfo field, written for the .deb's members
 _.external_attr  # zipfile's ZipInfo field, written for the wheel's files
 _.compress_type  # zipfile's ZipInfo field
 _.list_directory  # http.server's SimpleHTTPRequestHandler calls it (mirror/serve.py)
+_.log_request  # http.server calls it (gpunode_lab/supervisor.py's access log)
+_.copyfile  # http.server's SimpleHTTPRequestHandler calls it (the access log's bytes)
 _.find_class  # pickle's Unpickler calls it (diskmemo.py's restricted loader)
 
 # -- fields of models and results, read by name (JSON, templates, schemas) ------------------

@@ -100,11 +100,16 @@ def block(runs: list[dict[str, Any]], started: str, commits: list[str]) -> str:
 def write_doc(
     doc: Path, runs: list[dict[str, Any]], started: str, commits: list[str] | None = None
 ) -> None:
-    new = block(runs, started, commits or [])
+    replace_block(doc, block(runs, started, commits or []), BEGIN, END)
+
+
+def replace_block(doc: Path, new: str, begin: str, end: str) -> None:
+    """Put `new` (from `begin` to `end`) where the doc has them, or at its end: the text
+    around the generated block is left as it was."""
     text = doc.read_text() if doc.exists() else ""
-    if BEGIN in text and END in text:
-        before, rest = text.split(BEGIN, 1)
-        after = rest.split(END, 1)[1].lstrip("\n")
+    if begin in text and end in text:
+        before, rest = text.split(begin, 1)
+        after = rest.split(end, 1)[1].lstrip("\n")
         text = before + new + after
     else:
         text = text + ("\n" if text else "") + new

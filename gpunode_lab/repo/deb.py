@@ -9,9 +9,12 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import os
 import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from gpunode_lab.repo import padding
 
 LIBDIR = "/usr/lib/x86_64-linux-gnu"  # where the packages put their libraries
 
@@ -159,9 +162,17 @@ def _ar_member(name: str, data: bytes) -> bytes:
 
 
 def deb_bytes(pkg: Package) -> bytes:
-    return (
+    data = (
         b"!<arch>\n"
         + _ar_member("debian-binary", b"2.0\n")
         + _ar_member("control.tar.gz", _control_tar(pkg))
         + _ar_member("data.tar.gz", _data_tar(pkg))
     )
+    # the bandwidth benchmark only (bench/compare/coldlink.py sets it for its own lab)
+    scale = int(os.environ.get("GPUNODE_LAB_PAD_SCALE") or 0)
+    pad = padding.pad_bytes(pkg.name, pkg.version, len(data), scale)
+    if pad <= 0:
+        return data
+    # zeros in a trailing member, which dpkg skips (deb(5)); 60 bytes: an ar header
+    # (members align to 2 bytes: an even body, so the total is pad or pad - 1)
+    return data + _ar_member("_gpunode-pad", bytes(max(0, pad - 60) & ~1))
