@@ -93,6 +93,7 @@ def build(
             needs.files.values(),
             needs.keys,
             sorted(needs.pip, key=repr),
+            sorted(needs.conda, key=repr),
         )
     except (MirrorError, OSError) as exc:
         click.echo(printable(f"error: {exc}"), err=True)

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpunode import __version__
-from gpunode.mirror import wheels
+from gpunode.mirror import condachan, wheels
+from gpunode.mirror.condachan import CondaSet
 from gpunode.mirror.needs import Download, Folder
 from gpunode.mirror.wheels import PipSet
 from gpunode.repoindex import MIRROR_MANIFEST, PackageVersion, parse_packages, safe_opener
@@ -60,6 +61,7 @@ def build(
     files: Iterable[Download] = (),
     keys: Mapping[str, str] | None = None,
     pip: Iterable[PipSet] = (),
+    conda: Iterable[CondaSet] = (),
 ) -> Report:
     """Bring each folder's part of the mirror under `root` up to date, `files` (the
     Miniconda installer), each checked against its pinned SHA256, `keys` (rel -> URL: a
@@ -78,6 +80,7 @@ def build(
     for f in files:
         _file(opener, f.url, root / f.rel, f.sha256, MAX_FILE, report, say, f.whose)
         _hold(root / f.rel, f.sha256)
+    _channels(opener, conda, root, report, say)
     try:
         downloaded, kept = wheels.fetch(pip, root, say)
     except wheels.WheelError as e:
@@ -86,6 +89,29 @@ def build(
     report.kept += [str(p) for p in kept]
     report.bytes += sum(p.stat().st_size for p in downloaded)
     return report
+
+
+def _channels(
+    opener: urllib.request.OpenerDirector,
+    sets: Iterable[CondaSet],
+    root: Path,
+    report: Report,
+    say: Say,
+) -> None:
+    """The envs' conda packages in local channels (gpunode.mirror.condachan)."""
+
+    def index(url: str, path: Path) -> None:
+        new = _index(opener, url, path, report, say)
+        if new is not None and new is not _ABSENT:
+            os.replace(new, path)
+
+    def download(url: str, path: Path, sha256: str, size: int) -> None:
+        _file(opener, url, path, sha256, size, report, say, "the channel's repodata")
+
+    try:
+        condachan.fetch(sets, root, index, download)
+    except ValueError as e:
+        raise MirrorError(f"conda: {e}") from None
 
 
 def _folder(

@@ -14,6 +14,7 @@ from gpunode.execute.host import HostRun, Options
 from gpunode.facts.model import HostFacts
 from gpunode.hostpool import run_hosts
 from gpunode.inventory.model import Host
+from gpunode.mirror.condachan import CondaSet, channel_urls
 from gpunode.mirror.wheels import PipSet, platform_tag
 from gpunode.plan.aptcheck import Target, closure, taken_version, targets
 from gpunode.repoindex import normalize_repo_url
@@ -52,6 +53,7 @@ class Needs:
     files: dict[str, Download] = field(default_factory=dict)  # by rel
     keys: dict[str, str] = field(default_factory=dict)  # rel -> upstream URL, not pinned
     pip: set[PipSet] = field(default_factory=set)
+    conda: set[CondaSet] = field(default_factory=set)
     problems: dict[str, str] = field(default_factory=dict)  # host -> why it adds nothing
 
 
@@ -102,6 +104,8 @@ def _host_needs(
     for change in plan.changes:
         if change.op == "pip":
             out.pip.update(pip_sets(change, host, facts, out.problems))
+        if change.op == "conda_env":
+            out.conda.update(conda_sets(change))
     sources: list[tuple[Catalog, Folder]] = []
     if host.repos.nvidia:
         url = normalize_repo_url(repo_folder(host.repos.nvidia, facts))
@@ -127,6 +131,23 @@ def _host_needs(
                 continue  # Ubuntu's archive's, or refused by the plan already
             # as a fresh host would take it: what this host has installed, another needs
             source[1].packages.update(closure(source[0], t.name, taken, HostFacts()))
+
+
+def conda_sets(change: Change) -> set[CondaSet]:
+    """The specs and channels of a plan's `conda create`/`conda install` of an env."""
+    out: set[CondaSet] = set()
+    for step in change.steps:
+        words = shlex.split(step.command)
+        channels, specs, it = [], [], iter(words[2:])
+        for w in it:
+            if w in ("-c", "--channel"):
+                channels.append(next(it, ""))
+            elif w in ("-p", "-n", "--prefix", "--name"):
+                next(it, "")
+            elif not w.startswith("-"):
+                specs.append(w)
+        out.add(CondaSet(channel_urls(channels), tuple(specs)))
+    return out
 
 
 def pip_sets(change: Change, host: Host, facts: HostFacts, problems: dict[str, str]) -> set[PipSet]:

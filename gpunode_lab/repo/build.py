@@ -5,6 +5,7 @@ Layout under the returned root (served over HTTP at base_url):
   ubuntu/dists/<codename>-updates/         Ubuntu's archive for its own NVIDIA packages
   pip/simple/, pip/cu124/, ...             PEP 503 indexes of stand-in wheels
   conda/Miniconda3-latest-Linux-x86_64.sh  a stand-in Miniconda installer
+  pkgs/main/                               a stand-in conda channel (Python and its needs)
 """
 
 from __future__ import annotations
@@ -22,7 +23,15 @@ from email.utils import formatdate
 from importlib import resources
 from pathlib import Path
 
-from gpunode_lab.repo import catalog, catalog_container, conda, nvidia_repo, pypi, ubuntu_archive
+from gpunode_lab.repo import (
+    catalog,
+    catalog_container,
+    conda,
+    conda_channel,
+    nvidia_repo,
+    pypi,
+    ubuntu_archive,
+)
 from gpunode_lab.repo.deb import Package, control_text, deb_bytes
 from gpunode_lab.repo.signing import Signer
 from gpunode_lab.state import MIRRORS
@@ -80,6 +89,7 @@ def build_repository(dest: Path, base_url: str, mirror: str = "full") -> Path:
             _build_container_repo(work / catalog_container.FOLDER, signer)
         pypi.build_index(work / "pip")
         conda.write_installer(work / "conda")
+        conda_channel.build(work)
         (work / "README.txt").write_text(README)
         stamp_file.unlink(missing_ok=True)
         old = dest / f"www.old-{os.getpid()}"

@@ -13,6 +13,7 @@ Standard library only.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import platform
@@ -20,7 +21,9 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 VERSION = "25.5.1"
 BASE = Path(__file__).resolve().parent.parent
@@ -243,7 +246,7 @@ def create(args: list[str]) -> int:
     meta.mkdir(parents=True, exist_ok=True)
     version = wanted or ".".join(host.split(".")[:2])
     full = version if version.count(".") >= 2 else f"{version}.0"
-    record = {
+    record: dict[str, object] = {
         "name": "python",
         "version": full,
         "build": "stand_in",
@@ -251,6 +254,23 @@ def create(args: list[str]) -> int:
         "host_python": host,
         "note": "gpunode lab stand-in: the environment runs the host's python3 in a venv",
     }
+    # a channel given by its URL (the lab's, a mirror's): its files, checked, recorded;
+    # named ones (conda-forge, defaults) are out of the lab's reach: nothing fetched
+    given = [b for a, b in itertools.pairwise(rest) if a in ("-c", "--channel")]
+    urls = [u.rstrip("/") for u in given if "://" in u and TOS_HOST not in u]
+    if urls:
+        try:
+            taken = _from_channels(urls, version)
+        except (OSError, ValueError, KeyError) as e:
+            shutil.rmtree(prefix, ignore_errors=True)
+            return _fail(f"CondaHTTPError: {e}")
+        for rec in taken:
+            if rec["name"] == "python":
+                full = str(rec["version"])
+                record = {**record, **rec, "requested_spec": f"python={version}"}
+            else:
+                name = f"{rec['name']}-{rec['version']}-{rec['build']}.json"
+                (meta / name).write_text(json.dumps(rec, indent=2) + "\n")
     (meta / f"python-{full}-stand_in.json").write_text(json.dumps(record, indent=2) + "\n")
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")
     (meta / "history").write_text(
@@ -261,6 +281,48 @@ def create(args: list[str]) -> int:
     if "-q" not in flags and "--quiet" not in flags:
         print(f"#\n# To activate this environment, use\n#\n#     $ conda activate {prefix}\n#")
     return 0
+
+
+def _from_channels(urls: list[str], python: str) -> list[dict[str, object]]:
+    """The newest python=`python` of the channels and the newest of each name its depends
+    reach (no version solving: the lab's channel is small), each file fetched and checked
+    against the repodata's sha256, as conda records them (url, channel, sha256)."""
+    records: list[tuple[str, dict[str, Any]]] = []
+    for url in urls:
+        for subdir in ("linux-64", "noarch"):
+            where = f"{url.rstrip('/')}/{subdir}"
+            with urllib.request.urlopen(f"{where}/repodata.json", timeout=30) as resp:
+                doc = json.load(resp)
+            for group in ("packages", "packages.conda"):
+                records += [(f"{where}/{f}", r) for f, r in doc.get(group, {}).items()]
+
+    def newest(name: str, prefix: str = "") -> tuple[str, dict[str, Any]]:
+        found = [
+            (u, r) for u, r in records
+            if r["name"] == name and (r["version"] + ".").startswith(prefix + "." if prefix else "")
+        ]  # fmt: skip
+        if not found:
+            raise ValueError(f"PackagesNotFoundError: {name}{'=' + prefix if prefix else ''}")
+        key = lambda ur: [int(p) if p.isdigit() else -1 for p in ur[1]["version"].split(".")]  # noqa: E731
+        return max(found, key=key)
+
+    taken: dict[str, tuple[str, dict[str, Any]]] = {"python": newest("python", python)}
+    todo = list(taken["python"][1].get("depends", []))
+    while todo:
+        name = todo.pop().split()[0]
+        if name not in taken and not name.startswith("__"):
+            taken[name] = newest(name)
+            todo += taken[name][1].get("depends", [])
+    out: list[dict[str, object]] = []
+    for url, rec in taken.values():
+        with urllib.request.urlopen(url, timeout=30) as resp:
+            got = hashlib.sha256(resp.read()).hexdigest()
+        if got != rec["sha256"]:
+            raise ValueError(
+                f"ChecksumMismatchError: {url}: sha256 {got}, expected {rec['sha256']}"
+            )
+        out.append({**rec, "url": url, "channel": url.rsplit("/", 2)[0]})
+    return out
 
 
 def _environment_file(path: Path) -> tuple[list[str], list[str], list[str]]:

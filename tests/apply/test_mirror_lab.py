@@ -31,7 +31,7 @@ from tests.conftest import until
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 ENV = {"python": "3.11", "pytorch": "2.4.1", "torchvision": True, "packages": {"tqdm": "4.67.1"}}
-CONDA = {"prefix": "/opt/conda", "tos": "accept", "envs": {"torch": ENV}}
+CONDA = {"prefix": "/opt/conda", "envs": {"torch": ENV}}  # channels: the lab's pkgs/main
 CONTAINERS = {"runtime": "docker", "version": "1.17.8-1"}
 STACK = {**DRIVER, "conda": CONDA, "containers": CONTAINERS}
 TOOLKIT = ("nvidia-container-toolkit", "nvidia-container-toolkit-base",
@@ -59,6 +59,8 @@ def inventory(lab: Lab, tmp: Path, url: str, mirror: bool) -> Path:
         repos[key] = url + (MIRRORED.get(key, "") if mirror else repos[key].removeprefix(base))
     if mirror:
         repos["conda_installer"] = url + installer
+    channel = "/conda/pkgs/main" if mirror else "/pkgs/main"
+    doc["defaults"]["stack"]["conda"]["channels"] = [url + channel]
     with path.open("w") as fh:
         yaml.dump(doc, fh)
     return path
@@ -124,7 +126,8 @@ def test_a_fresh_host_converges_from_the_mirror_with_the_upstream_gone(
         wheels = [urllib.parse.unquote(p) for p in files if p.endswith(".whl")]
         assert any("/torchvision-0.19.1+" in p for p in wheels), wheels
         assert any("/torch-2.4.1+" in p for p in wheels), wheels  # torchvision's dependency
-        payload = [p for p in files if p.endswith((".deb", ".whl", ".sh"))]
+        assert any("/pkgs/main/linux-64/python-3.11.11-" in p for p in files), files
+        payload = [p for p in files if p.endswith((".deb", ".whl", ".sh", ".tar.bz2"))]
         assert len(payload) == len(set(payload)), payload  # each once (indexes: plan's too)
         log.clear()
         again = mirror(lab, built, out)
@@ -203,3 +206,17 @@ def test_a_fresh_host_converges_from_the_mirror_with_the_upstream_gone(
     versions = dict(line.split() for line in got_env.splitlines())
     assert all(versions[n].split("+")[0] == v for n, v in wanted.items()), (versions, wanted)
     assert versions["torch"].endswith(versions["torchvision"].partition("+")[2]), versions
+    # conda made the env from the mirror's channel: the newest python=3.11 and what it needs
+    channel = out / "conda" / "pkgs" / "main"
+    held = {
+        r["name"]: r["version"]
+        for sub in ("linux-64", "noarch")
+        for r in json.loads((channel / sub / "repodata.json").read_text())["packages"].values()
+    }
+    assert held == {"python": "3.11.11", "libzlib": "1.3.1", "openssl": "3.0.16",
+                    "ca-certificates": "2025.2.25", "tzdata": "2025a", "pip": "25.0",
+                    "setuptools": "75.8.0", "wheel": "0.45.1"}  # fmt: skip
+    meta = on_host(inv, HOST, "cat /opt/conda/envs/torch/conda-meta/*.json")
+    recorded = {r["name"]: r for r in map(json.loads, re.split(r"(?<=\})\s*(?=\{)", meta))}
+    assert {n: recorded[n]["version"] for n in held} == held, recorded
+    assert all(r["url"].startswith(f"{local}/conda/pkgs/main/") for r in recorded.values())
