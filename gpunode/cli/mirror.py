@@ -30,9 +30,9 @@ class _BuildByDefault(click.Group):
 
 @click.group(cls=_BuildByDefault)
 def mirror() -> None:
-    """A partial, still-signed mirror of NVIDIA's repositories, the Miniconda installer and
-    the envs' wheels: what the selected hosts' plans install, fetched once, for a fleet or
-    an air-gapped site (docs/air-gapped.md).
+    """A partial, still-signed mirror of NVIDIA's repositories, the Miniconda installer, the
+    envs' conda packages and wheels: what the selected hosts' plans install, fetched once,
+    for a fleet or an air-gapped site (docs/air-gapped.md).
 
     `gpunode mirror INVENTORY DIR` is short for `gpunode mirror build INVENTORY DIR`."""
 
@@ -53,14 +53,17 @@ def build(
     checks NVIDIA's signature and hashes as usual. Also: the container toolkit's
     repository (DIR/libnvidia-container/, with its gpgkey) for hosts with `containers`;
     the Miniconda installer a plan fetches (DIR/miniconda/, checked against
-    repos.conda_installer_sha256); and the wheels the envs' pip installs take, resolved
+    repos.conda_installer_sha256); the conda packages an env's `conda create` takes, in a
+    local channel (DIR/conda/<channel path>/, the channel's repodata records unchanged);
+    and the wheels the envs' pip installs take, resolved
     by pip for the env's Python, in simple indexes (DIR/simple/, DIR/pytorch/<variant>/)
     whose links carry each file's sha256. Every file is checked before it is kept; a
     second run downloads only what changed. Point repos.nvidia at the served DIR (`gpunode
     mirror serve DIR`), repos.nvidia_container at DIR/libnvidia-container,
-    repos.conda_installer at its miniconda/ file, repos.pytorch_index at DIR/pytorch and
-    repos.pypi_index at DIR/simple; plan then refuses a host whose files the mirror does
-    not hold, naming the file (docs/air-gapped.md).
+    repos.conda_installer at its miniconda/ file, conda.channels at DIR/conda/...,
+    repos.pytorch_index at DIR/pytorch and repos.pypi_index at DIR/simple; plan then
+    refuses a host whose files the mirror does not hold, naming the file
+    (docs/air-gapped.md).
 
     Exit status: 0 done, 2 a download failed or a host could not be planned, 3 a host
     unreachable (what the others need is still fetched).
