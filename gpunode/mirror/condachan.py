@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpunode.repoindex import MIRROR_MANIFEST
+
 SUBDIRS = ("linux-64", "noarch")
 UPSTREAM = ".upstream-repodata.json"  # the channel's own repodata, kept for If-Modified-Since
 DEFAULTS = ("https://repo.anaconda.com/pkgs/main", "https://repo.anaconda.com/pkgs/r")
@@ -185,6 +187,12 @@ def write_channel(folder: Path, taken: Iterable[Record]) -> None:
         tmp.write_text(json.dumps(doc, indent=1))
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
+        # what plan checks an env's `conda create` against (gpunode.plan.mirrorcheck)
+        held = {n: str(r.get("sha256", "")) for n, r in sorted(records.items())}
+        manifest = path.with_name(".part-" + MIRROR_MANIFEST)
+        manifest.write_text(json.dumps({"files": held}, indent=1))
+        os.chmod(manifest, 0o644)
+        os.replace(manifest, path.with_name(MIRROR_MANIFEST))
 
 
 Fetch = Callable[[str, Path], None]

@@ -1,10 +1,11 @@
 """A gpunode mirror's completeness for what a plan fetches outside apt: the Miniconda
-installer and the packages its pip installs name.
+installer, the packages its pip installs name and the Python an env's `conda create` asks
+for from a channel given by URL.
 
 `gpunode mirror` writes a `gpunode-mirror.json` ({"files": {name: sha256}}) into each folder
-it fills (miniconda/, simple/, pytorch/cu124/); a folder without one (Anaconda's, PyPI,
-PyTorch's own index) is not checked. One small request per folder and plan, only when a
-plan fetches from it (a converged host fetches nothing).
+it fills (miniconda/, simple/, pytorch/cu124/, a channel's linux-64/ and noarch/); a folder
+without one (Anaconda's, PyPI, PyTorch's own index) is not checked. One small request per
+folder and plan, only when a plan fetches from it (a converged host fetches nothing).
 """
 
 from __future__ import annotations
@@ -40,6 +41,36 @@ def unmirrored(host: Host, changes: Sequence[Change], manifest: Manifest) -> str
             why = _unmirrored_wheels(change, manifest)
             if why:
                 return why
+        if change.op == "conda_env" and (why := _unmirrored_conda(change, manifest)):
+            return why
+    return None
+
+
+def _unmirrored_conda(change: Change, manifest: Manifest) -> str | None:
+    """A spec of a `conda create` (python=3.11) that no channel given by URL holds, when
+    those channels are a gpunode mirror's."""
+    for step in change.steps:
+        words = shlex.split(step.command)
+        urls = [b.rstrip("/") for a, b in itertools.pairwise(words) if a == "-c" and "://" in b]
+        held = [
+            got for u in urls for sub in ("linux-64", "noarch")
+            if (got := manifest(f"{u}/{sub}/")) is not None
+        ]  # fmt: skip
+        if not held:
+            continue
+        files = [f.removesuffix(".tar.bz2").removesuffix(".conda") for h in held for f in h]
+        records = [tuple(f.rsplit("-", 2)) for f in files if f.count("-") >= 2]
+        for spec in words:
+            name, eq, version = spec.partition("=")
+            if not eq or spec.startswith("-") or "/" in spec:
+                continue
+            if not any(
+                n == name and (v == version or v.startswith(version + ".")) for n, v, _ in records
+            ):
+                return (
+                    f"{change.title}: the mirror's channels {', '.join(urls)} hold no {name}"
+                    f" {version}: run `gpunode mirror` for this inventory again"
+                )
     return None
 
 

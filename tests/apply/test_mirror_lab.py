@@ -165,17 +165,23 @@ def test_a_fresh_host_converges_from_the_mirror_with_the_upstream_gone(
         assert refused.returncode == 4, refused.stdout + refused.stderr
         assert f"apt would download {gone} (" in refused.stdout, refused.stdout
         manifest.write_text(whole)
-        # so are the installer and a pip package, each missing from its folder's manifest
-        for held, name, said in (
+        # so are the installer, a pip package and the env's Python, each missing from its
+        # folder's manifest
+        for where, name, said in (
             (out / "miniconda", installer_name(inv), f"does not hold {installer_name(inv)}"),
             (out / "simple", "tqdm-4.67.1-py3-none-any.whl", "holds no wheel of tqdm 4.67.1"),
+            (
+                out / "conda/pkgs/main/linux-64",
+                "python-3.11.11-h5148396_0.tar.bz2",
+                "/conda/pkgs/main hold no python 3.11",
+            ),
         ):
-            whole = (held / "gpunode-mirror.json").read_text()
+            whole = (where / "gpunode-mirror.json").read_text()
             rest = {k: v for k, v in json.loads(whole)["files"].items() if k != name}
             assert len(rest) < len(json.loads(whole)["files"]), whole
-            (held / "gpunode-mirror.json").write_text(json.dumps({"files": rest}))
+            (where / "gpunode-mirror.json").write_text(json.dumps({"files": rest}))
             refused = lab.gpunode("plan", str(inv), "--limit", HOST)
-            (held / "gpunode-mirror.json").write_text(whole)
+            (where / "gpunode-mirror.json").write_text(whole)
             assert refused.returncode == 4, refused.stdout + refused.stderr
             assert said in refused.stdout, refused.stdout
 

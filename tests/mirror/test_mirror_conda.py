@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from gpunode.changes import Change, Step
+from gpunode.inventory.model import Host
 from gpunode.mirror.build import MirrorError, build
 from gpunode.mirror.condachan import CondaSet, Record, channel_rel, closure, matches, parse_spec
+from gpunode.plan.mirrorcheck import unmirrored
 from gpunode_lab.repo import conda_channel
 
 
@@ -95,3 +98,20 @@ def test_the_channel_holds_the_closure_with_upstreams_records(
     (out / "conda/pkgs/main/noarch" / next(n for n in noarch if n.startswith("pip-"))).unlink()
     with pytest.raises(MirrorError, match=r"SHA256 .* the channel.s repodata says"):
         build([], out, conda=[CondaSet((channel,), ("python=3.10",))])
+
+
+def test_plan_refuses_an_envs_python_the_mirrors_channel_lacks() -> None:
+    host = Host.model_validate({"name": "h", "address": "127.0.0.1"})
+    channel = "http://m:8470/conda/pkgs/main"
+    create = f"conda create -y -q -p /opt/conda/envs/t --override-channels -c {channel} python=3.11"
+    changes = [
+        Change("conda", "conda env t (Python 3.11)", "conda_env", "missing", (Step(create),))
+    ]
+    held = {f"{channel}/linux-64/": {"python-3.11.11-h_0.tar.bz2": "a" * 64}}
+    assert unmirrored(host, changes, held.get) is None
+    assert unmirrored(host, changes, lambda _: None) is None  # not a gpunode mirror
+    other = {f"{channel}/linux-64/": {"python-3.12.9-h_0.tar.bz2": "a" * 64}}
+    assert unmirrored(host, changes, other.get) == (
+        f"conda: conda env t (Python 3.11): the mirror's channels {channel} hold no python 3.11:"
+        " run `gpunode mirror` for this inventory again"
+    )
