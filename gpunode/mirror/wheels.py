@@ -63,6 +63,8 @@ def platform_tag(repo_slug: str) -> str:
 def _target(s: PipSet) -> list[str]:
     """pip's options choosing wheels for the host's interpreter, not this machine's."""
     out = ["--only-binary=:all:", "--platform", s.platform, "--implementation", "cp"]
+    # PyTorch's own index tags many CUDA wheels plain linux_x86_64 (torch 2.4.1+cu124)
+    out += ["--platform", "linux_x86_64"]
     if s.python:
         out += ["--python-version", s.python]
     return out
