@@ -98,7 +98,12 @@ def test_top_shows_every_lab_gpu_moving_survives_a_dropped_host_and_quits(
     def all_live(s: str) -> bool:
         return all(host_line(s, h).rstrip().endswith("live (nvidia-smi)") for h in hosts)
 
-    s = t.wait(all_live, timeout=60)
+    def laid_out(s: str) -> bool:
+        # the first frame painted may carry the columns fitted before the terminal's size was
+        # known (host and state only): wait for the GPUs column too (test_top_tmux.py)
+        return all_live(s) and all(" 2x H200 " in host_line(s, h) for h in hosts)
+
+    s = t.wait(laid_out, timeout=60)
     assert "3 hosts (3 live), 6 GPUs" in s
     first = {h: values(host_line(s, h), ROW_SKIP) for h in hosts}
     for h in hosts:
