@@ -35,6 +35,7 @@ from gpunode.repoindex.decompress import BadData, TooLarge, decompress
 
 INDEXES = ("InRelease", "Release", "Release.gpg", "Packages", "Packages.gz", "Packages.xz")
 MAX_INDEX = 256 * 1024 * 1024
+MAX_REPODATA = 1024**3  # conda-forge's linux-64/repodata.json is some hundreds of MB
 MAX_FILE = 4 * 1024**3  # a file the index does not size (the Miniconda installer)
 TIMEOUT = 30.0
 _CHUNK = 1024 * 1024
@@ -101,7 +102,7 @@ def _channels(
     """The envs' conda packages in local channels (gpunode.mirror.condachan)."""
 
     def index(url: str, path: Path) -> None:
-        new = _index(opener, url, path, report, say)
+        new = _index(opener, url, path, report, say, MAX_REPODATA)
         if new is not None and new is not _ABSENT:
             os.replace(new, path)
 
@@ -148,7 +149,12 @@ _ABSENT = Path("/nonexistent/absent-upstream")  # staged marker: the server has 
 
 
 def _index(
-    opener: urllib.request.OpenerDirector, url: str, have: Path, report: Report, say: Say
+    opener: urllib.request.OpenerDirector,
+    url: str,
+    have: Path,
+    report: Report,
+    say: Say,
+    limit: int = MAX_INDEX,
 ) -> Path | None:
     """A new copy of the index at `url` beside `have`; None when `have` is current;
     _ABSENT when the server has no such file."""
@@ -168,7 +174,7 @@ def _index(
     except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as e:
         raise MirrorError(f"{url}: {getattr(e, 'reason', e)}") from None
     with resp:
-        new, _ = _save(resp, have, url, MAX_INDEX)
+        new, _ = _save(resp, have, url, limit)
         modified = resp.headers.get("Last-Modified", "")
     stamp = email.utils.parsedate_to_datetime(modified).timestamp() if modified else None
     if stamp is not None:
