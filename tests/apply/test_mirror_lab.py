@@ -1,8 +1,9 @@
 """`gpunode mirror` on the lab: built from an upstream copy of the lab's repositories (the
 driver's packages, the container toolkit's from its own repository with its key, the
-Miniconda installer, the env's PyTorch wheels and a PyPI package with what they need), built
-again without downloading a file, then with the upstream stopped a fresh host converges
-from the served mirror; a .deb the mirror does not hold is refused at plan time."""
+Miniconda installer, the env's Python from the stand-in conda channel, the env's PyTorch
+wheels and a PyPI package with what they need), built again without downloading a file,
+then with the upstream stopped a fresh host converges from the served mirror; a .deb, the
+installer, a wheel or the env's Python the mirror does not hold is refused at plan time."""
 
 from __future__ import annotations
 
