@@ -119,6 +119,9 @@ def fetch(
 ) -> tuple[list[Path], list[Path]]:
     """Each set's wheels in the mirror under `root` and the index pages listing them:
     (files downloaded, files already there)."""
+    sets = list(sets)
+    if not sets:
+        return [], []  # no pip installs: an earlier run's indexes stay as they are
     held = _held(root)
     downloaded: list[Path] = []
     kept: list[Path] = []
