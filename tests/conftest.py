@@ -210,8 +210,8 @@ class Lab:
                 break
             assert time.monotonic() < deadline, f"{host} did not boot again: {state}"
             time.sleep(0.1)
-        if ssh:
-            self.wait_up(host, timeout=max(1.0, deadline - time.monotonic()))
+        if ssh:  # sshd's start gets its own seconds, however long the boot took
+            self.wait_up(host, timeout=max(15.0, deadline - time.monotonic()))
 
     def reboot(self, host: str, ssh: bool = True) -> None:
         """Reboot from the lab's side; returns once the host has booted again."""

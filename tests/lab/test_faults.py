@@ -21,7 +21,7 @@ def test_refuse_then_back(lab_hosts, lab_fresh_host):
     with pytest.raises(ConnectionRefusedError):
         _connect(lab_hosts, host).close()
     lab_hosts.fault(host, "refuse", off=True)
-    lab_hosts.wait_up(host, timeout=10)
+    lab_hosts.wait_up(host)
 
 
 def test_stall_accepts_and_never_speaks(lab_hosts, lab_fresh_host):
@@ -32,7 +32,7 @@ def test_stall_accepts_and_never_speaks(lab_hosts, lab_fresh_host):
         with pytest.raises(TimeoutError):
             s.recv(64)
     lab_hosts.fault(host, "stall", off=True)
-    lab_hosts.wait_up(host, timeout=10)
+    lab_hosts.wait_up(host)
 
 
 def test_refuse_survives_a_reboot(lab_hosts, lab_fresh_host):
@@ -42,7 +42,7 @@ def test_refuse_survives_a_reboot(lab_hosts, lab_fresh_host):
     with pytest.raises(ConnectionRefusedError):
         _connect(lab_hosts, host).close()
     lab_hosts.fault(host, "refuse", off=True)
-    lab_hosts.wait_up(host, timeout=10)
+    lab_hosts.wait_up(host)
 
 
 def test_drop_cuts_a_running_command(lab_hosts, lab_fresh_host):
@@ -67,7 +67,7 @@ def test_latency_slows_round_trips(lab_hosts, lab_fresh_host):
     slow = time.monotonic() - t0
     assert slow > base + 1.0  # an ssh login takes several round trips
     lab_hosts.fault(host, "latency", off=True)
-    lab_hosts.wait_up(host, timeout=10)
+    lab_hosts.wait_up(host)
 
 
 def test_dpkg_lock_held_by_another_process(lab_hosts, lab_fresh_host):

@@ -84,7 +84,7 @@ def test_plan_exit_codes_and_a_stalled_host(lab_hosts, lab_fresh_host, tmp_path)
     for name in others:
         assert hosts[name]["status"] == "ok", hosts[name]
     # a fresh host has changes pending: --detailed-exitcode says 7
-    lab_hosts.wait_up(stalled, timeout=15)
+    lab_hosts.wait_up(stalled)
     out = gpunode(lab_hosts, "plan", str(inv), "--limit", stalled, "--detailed-exitcode")
     assert out.returncode == 7, out.stdout + out.stderr
     assert "cuda-toolkit-13-0 missing" in out.stdout
