@@ -71,6 +71,9 @@ def test_a_connection_the_host_closed_is_a_transport_error_in_words(
     from gpunode.transport.ssh import SSHTransport
 
     class Closed:
+        def __init__(self) -> None:
+            self.channels_seen: dict[int, bool] = {}  # as paramiko's has (ssh.py prunes it)
+
         def open_session(self, timeout: float | None = None) -> None:
             raise EOFError()
 
