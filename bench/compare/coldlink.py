@@ -40,8 +40,6 @@ from gpunode_lab.state import net_address
 
 REPO = Path(__file__).resolve().parents[2]
 TOOLS = ("gpunode-mirror", "gpunode", "pyinfra", "ansible")
-BEGIN = "<!-- bench:coldlink:begin -->"
-END = "<!-- bench:coldlink:end -->"
 MIRROR_PORT = 8470
 
 
@@ -61,7 +59,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--state", type=Path, default=Path(f"/var/tmp/gpunode-coldlink{suffix}"))
     p.add_argument("--venv", type=Path, default=None, help="a venv with ansible-core, pyinfra")
     p.add_argument("--net", type=int, default=79 + 256 * slot, help="127.(NET/256).(NET%%256).x")
-    p.add_argument("--doc", type=Path, default=None)
+    p.add_argument("--out", type=Path, default=None, help="results (default STATE/coldlink.json)")
+    p.add_argument("--doc", type=Path, default=None, help="write the table into this doc")
+    p.add_argument("--mark", default="coldlink", help="the doc's block: <!-- bench:MARK:... -->")
+    p.add_argument("--report-only", action="store_true", help="the doc from --out; no runs")
     p.add_argument("--keep-lab", action="store_true")
     return p.parse_args(argv)
 
@@ -166,7 +167,7 @@ class ColdLink:
             if not a.keep_lab:
                 self.lab.down()
         if a.doc:
-            write_doc(a.doc, self.document())
+            write_doc(a.doc, self.document(), a.mark)
 
     def one(
         self, name: str, i: int, t: Target, stack: dict[str, Any], venv: Path, log: Path
@@ -242,7 +243,8 @@ class ColdLink:
         return path, {**stack["expect"], "files": files}
 
     def save(self) -> None:
-        (self.a.state / "coldlink.json").write_text(json.dumps(self.document(), indent=1) + "\n")
+        out = self.a.out or self.a.state / "coldlink.json"
+        out.write_text(json.dumps(self.document(), indent=1) + "\n")
 
     def document(self) -> dict[str, Any]:
         return {
@@ -301,28 +303,32 @@ def table(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def block(doc: dict[str, Any]) -> str:
+def block(doc: dict[str, Any], mark: str) -> str:
     m, link = doc["machine"], doc["link"]
     return (
-        f"{BEGIN}\n"
+        f"<!-- bench:{mark}:begin -->\n"
         f"Measured {doc['started']}, gpunode {doc['commit']}, {doc['hosts']} hosts, packages at"
         f" real size / {doc['scale']}, upstream limited to {doc['mbit']:g} Mbit/s; on {m['os']},"
-        f" kernel {m['kernel']}, {m['nproc']} CPUs. Link check: {link['file']}"
+        f" kernel {m['kernel']}, {m['nproc']} CPUs.\nLink check: {link['file']}"
         f" ({link['bytes'] / 2**20:.1f} MiB) in {link['shaped_s']:.2f} s through the limit"
         f" ({link['mbit_measured']:.1f} Mbit/s), {link['unshaped_s']:.2f} s without.\n\n"
         f"{table(doc)}"
-        f"{END}\n"
+        f"<!-- bench:{mark}:end -->\n"
     )
 
 
-def write_doc(path: Path, doc: dict[str, Any]) -> None:
-    report.replace_block(path, block(doc), BEGIN, END)
+def write_doc(path: Path, doc: dict[str, Any], mark: str = "coldlink") -> None:
+    begin, end = f"<!-- bench:{mark}:begin -->", f"<!-- bench:{mark}:end -->"
+    report.replace_block(path, block(doc, mark), begin, end)
 
 
 def main(argv: list[str] | None = None) -> int:
     a = parse(argv)
-    if a.doc and a.state.joinpath("coldlink.json").exists() and a.runs == 0:
-        write_doc(a.doc, json.loads(a.state.joinpath("coldlink.json").read_text()))
+    if a.report_only:
+        if not a.doc:
+            sys.exit("--report-only needs --doc")
+        out = a.out or a.state / "coldlink.json"
+        write_doc(a.doc, json.loads(out.read_text()), a.mark)
         return 0
     ColdLink(a).run()
     return 0
