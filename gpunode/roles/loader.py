@@ -52,6 +52,7 @@ class Role:
         return self.path / "templates"
 
 
+@once  # asked for each role of each host: resolving __file__ is a dozen system calls
 def builtin_roles_dir() -> Path:
     here = Path(__file__).resolve().parent.parent
     installed = here / "_builtin_roles"

@@ -18,7 +18,9 @@ import os
 import re
 import shlex
 import sys
+import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import FrameType
@@ -131,8 +133,78 @@ def _bounded_filter(fn: Callable[..., Any]) -> Callable[..., Any]:
     return bounded
 
 
+# A short expression or template made only of these does work linear in the values it is
+# given, and never more: no loop, no macro, no call but a few methods, no operator that
+# repeats (`*`, `+` and `%` are the sandbox's, bounded per use, but not when chained), no
+# filter that can grow its input or combine two values into more than both (`q`, `join`,
+# `pin`, `string`, `map`, `format`: traced). `~` is bounded per use (bounded_join), and a
+# short template has few. It runs without the trace budget (a render's costliest part:
+# a Python call for every line and call of Jinja's code); anything else is traced.
+_LINEAR_NODES = frozenset(
+    """Template Output TemplateData Assign Name Const Getattr Getitem Slice Compare Operand
+    And Or Not Neg Pos CondExpr If List Tuple Dict Pair Concat MarkSafe MarkSafeIfAutoescape
+    """.split()  # noqa: SIM905 (names, as Jinja's nodes are called)
+)
+_LINEAR_FILTERS = frozenset(
+    """list int float lower upper trim length count first last default d bool sort unique
+    reverse items""".split()  # noqa: SIM905
+)
+_LINEAR_TESTS = frozenset(
+    """defined undefined none string number integer float boolean true false mapping sequence
+    iterable eq ne equalto sameas in lower upper""".split()  # noqa: SIM905
+)
+# a mapping's get; the others only with constant arguments (`s.strip(t)` is len(s) * len(t))
+_LINEAR_METHODS = frozenset(
+    """get strip rstrip lstrip lower upper startswith endswith""".split()  # noqa: SIM905
+)
+MAX_LINEAR_NODES = 64  # a long chain of linear steps is traced all the same
+_compiled = threading.local()  # the last compile's verdict, in the thread that compiled
+
+
+def _linear(node: nodes.Node) -> bool:
+    kind = type(node).__name__
+    if kind in _LINEAR_NODES:
+        return True
+    if isinstance(node, (nodes.Filter, nodes.Test, nodes.Call)):
+        if node.kwargs or node.dyn_args or node.dyn_kwargs:
+            return False
+        if isinstance(node, nodes.Call):
+            method = node.node
+            if not isinstance(method, nodes.Getattr) or method.attr not in _LINEAR_METHODS:
+                return False
+            return method.attr == "get" or all(isinstance(a, nodes.Const) for a in node.args)
+        if isinstance(node, nodes.Test):
+            return node.name in _LINEAR_TESTS
+        if node.name == "replace":  # never longer than its input: a constant, no longer
+            old, new = (a.value if isinstance(a, nodes.Const) else None for a in node.args[:2])
+            return (
+                len(node.args) == 2
+                and isinstance(old, str)
+                and isinstance(new, str)
+                and len(old) > 0
+                and len(new) <= len(old)
+            )
+        return node.name in _LINEAR_FILTERS
+    return False
+
+
 class _BoundedCodeGenerator(CodeGenerator):
-    """`a ~ b` through the environment's `bounded_join`, sized like `+`."""
+    """`a ~ b` through the environment's `bounded_join`, sized like `+`; and, as it compiles,
+    whether the template is linear (`_linear`), for `_compiling`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._nodes = 0
+        self._is_linear = True
+
+    def visit(self, node: nodes.Node, *args: Any, **kwargs: Any) -> Any:
+        self._nodes += 1
+        self._is_linear = self._is_linear and _linear(node)
+        return super().visit(node, *args, **kwargs)
+
+    def visit_Template(self, node: nodes.Template, frame: Frame | None = None) -> None:
+        super().visit_Template(node, frame)
+        _compiled.linear = self._is_linear and self._nodes <= MAX_LINEAR_NODES
 
     def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
         self.write("environment.bounded_join((")
@@ -205,25 +277,37 @@ def _env(templates: Path | None) -> jinja2.Environment:
     return env
 
 
+def _compiling(make: Callable[[], T]) -> tuple[T, bool]:
+    """What `make` compiles, and whether it is linear (runs without the trace budget)."""
+    _compiled.linear = False
+    made = make()
+    return made, _compiled.linear
+
+
 @once
-def _expression(expr: str) -> Any:
+def _expression(expr: str) -> tuple[Any, bool]:
     # Compiling is most of the cost of a plan; each role's few expressions compile once.
-    return _env(None).compile_expression(expr, undefined_to_none=False)
+    return _compiling(lambda: _env(None).compile_expression(expr, undefined_to_none=False))
 
 
 @once
-def _template(source: str) -> jinja2.Template:
-    return _env(None).from_string(source)
+def _template(source: str) -> tuple[jinja2.Template, bool]:
+    return _compiling(lambda: _env(None).from_string(source))
+
+
+# A template file's verdict, kept with the template Jinja keeps (and drops when it reloads)
+_LINEAR_FILES: weakref.WeakKeyDictionary[jinja2.Template, bool] = weakref.WeakKeyDictionary()
 
 
 _PLAIN = re.compile(r"[\w\s.\[\]'\"]*")  # names, attributes, items: no call, filter or operator
 
 
 def evaluate(expr: str, ctx: dict[str, Any]) -> Any:
-    if _PLAIN.fullmatch(expr):  # a lookup does no work to bound (most of a role's values)
-        value = _expression(expr)(**ctx)
+    compiled, linear = _expression(expr)
+    if linear or _PLAIN.fullmatch(expr):  # no work to bound (most of a role's values)
+        value = compiled(**ctx)
     else:
-        value = _bounded(lambda: _expression(expr)(**ctx))
+        value = _bounded(lambda: compiled(**ctx))
     if isinstance(value, jinja2.Undefined):
         str(value)  # StrictUndefined raises here, naming what is undefined (or unsafe)
     return value
@@ -238,7 +322,8 @@ def render(value: Any, ctx: dict[str, Any]) -> Any:
         single = _SINGLE.match(value)
         if single and "{{" not in single.group("expr"):
             return evaluate(single.group("expr"), ctx)
-        return _bounded(lambda: _template(value).render(**ctx))
+        template, linear = _template(value)
+        return template.render(**ctx) if linear else _bounded(lambda: template.render(**ctx))
     if isinstance(value, list):
         return [render(v, ctx) for v in value]
     if isinstance(value, dict):
@@ -248,8 +333,12 @@ def render(value: Any, ctx: dict[str, Any]) -> Any:
 
 def render_template(templates: Path, name: str, ctx: dict[str, Any]) -> str:
     _own_file(templates, name)
-    template = _env(templates).get_template(name)
-    return _bounded(lambda: template.render(**ctx))
+    template, linear = _compiling(lambda: _env(templates).get_template(name))
+    if template in _LINEAR_FILES:  # Jinja's cached template: compiled earlier, judged then
+        linear = _LINEAR_FILES[template]
+    else:
+        _LINEAR_FILES[template] = linear
+    return template.render(**ctx) if linear else _bounded(lambda: template.render(**ctx))
 
 
 def _own_file(templates: Path, name: str) -> None:

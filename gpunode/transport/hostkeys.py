@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import hmac
 import os
@@ -89,6 +90,7 @@ class KnownLine:
         return f"{self.path}:{self.lineno}"
 
 
+@functools.lru_cache(maxsize=4096)  # every host is matched against every line of the file
 def _glob_re(pattern: str) -> re.Pattern[str]:
     """An OpenSSH host pattern: `*` and `?` are wildcards, nothing else is special."""
     parts = ("." if ch == "?" else ".*" if ch == "*" else re.escape(ch) for ch in pattern)
@@ -121,7 +123,13 @@ def host_matches(patterns: str, name: str) -> bool:
         negate = pattern.startswith("!")
         if negate:
             pattern = pattern[1:]
-        if pattern and _glob_re(pattern).fullmatch(name):
+        if not pattern:
+            continue
+        if "*" in pattern or "?" in pattern:
+            hit = _glob_re(pattern).fullmatch(name) is not None
+        else:  # a plain name (most lines): no expression to build
+            hit = pattern.lower() == name.lower()
+        if hit:
             if negate:
                 return False
             matched = True
