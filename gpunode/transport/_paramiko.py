@@ -9,6 +9,7 @@ read (`allow_match_exec`).
 from __future__ import annotations
 
 import contextlib
+import hmac
 import importlib
 import logging
 import sys
@@ -28,6 +29,12 @@ else:
             del sys.modules["invoke"]
 
     paramiko = _load()
+
+# paramiko checks each packet's MAC with a byte-by-byte loop in Python
+# (util.constant_time_bytes_eq): a third of its thread's CPU on a converged host, where the
+# facts arrive in dozens of packets. hmac.compare_digest is the same constant-time
+# comparison, in C (packet.py looks the function up on paramiko.util at each packet).
+paramiko.util.constant_time_bytes_eq = hmac.compare_digest  # type: ignore[assignment]
 
 # paramiko logs its transport thread's failures with their tracebacks ("Exception
 # (client): Error reading SSH protocol banner"); without a handler Python prints them on
