@@ -214,7 +214,10 @@ def launcher(label: str, args: argparse.Namespace, env: dict[str, str]) -> list[
     """How to start gpunode: plainly, or under tracemalloc (`env` gets where and when)."""
     if not args.trace:
         return [sys.executable, "-m", "gpunode"]
-    env["MEMSOAK_TRACE_OUT"] = str(Path(args.state) / f"trace-{label}")
+    out = Path(args.state) / f"trace-{label}"
+    for stale in (out.with_name(f"{out.name}.{i}") for i in (0, 1)):
+        stale.unlink(missing_ok=True)  # a failed dump must not show an older run's heap
+    env["MEMSOAK_TRACE_OUT"] = str(out)
     env["MEMSOAK_TRACE_AT"] = f"{args.steady_from},{args.warmup + args.seconds - 20}"
     return [sys.executable, "-c", TRACED]
 
