@@ -35,14 +35,17 @@ def test_hostile_values() -> None:
 
 def test_timeout_kills_the_process_group(tmp_path: Path) -> None:
     marker, pidfile = tmp_path / "late", tmp_path / "child.pid"
-    child = f"echo $$ > {pidfile}; sleep 2; touch {marker}"
+    child = f"echo $$ > {pidfile}.new && mv {pidfile}.new {pidfile}; sleep 8; touch {marker}"
+    # the command waits for its child's pid before its own sleep: on a loaded machine the
+    # timeout could otherwise fire before the child has even started
+    ready = f"while [ ! -e {pidfile} ]; do sleep 0.01; done"
     start = time.monotonic()
     with pytest.raises(CommandTimeoutError):
-        LocalTransport().run(f"sh -c '{child}' & sleep 30", timeout=0.5)
-    assert time.monotonic() - start < 2
+        LocalTransport().run(f"sh -c '{child}' & {ready}; sleep 30", timeout=2)
+    assert time.monotonic() - start < 8  # the timeout's, not the 30 s sleep or the child's 8
     pid = int(pidfile.read_text())
     # the background child died with its group: gone before it could touch the marker
-    deadline = time.monotonic() + 1
+    deadline = time.monotonic() + 5
     while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert not _alive(pid) and not marker.exists()
