@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import http.server
-import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,25 +26,20 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="session")
 def served_repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedRepo]:
     dest = tmp_path_factory.mktemp("labrepo")
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    root = build_repository(dest, url)
-    handler = functools.partial(_Quiet, directory=str(root))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    # The port is held from before the build (which names it in the repository) until the
+    # end: a port found free and released could be another process's by the time the
+    # build is done, some seconds later on a busy machine.
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Quiet)
     try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        root = build_repository(dest, url)
+        server.RequestHandlerClass = functools.partial(_Quiet, directory=str(root))
+        serving = threading.Thread(target=server.serve_forever, daemon=True)
+        serving.start()
         yield ServedRepo(dest, root, url)
-    finally:
         server.shutdown()
+    finally:
         server.server_close()
