@@ -97,7 +97,9 @@ class Strict(BaseModel):
         strict=True,
         frozen=True,
         regex_engine="python-re",
-        use_attribute_docstrings=True,  # descriptions for `gpunode schema` and docs/inventory.md
+        # No use_attribute_docstrings: reading every model's source is a third of this
+        # module's import, and only `gpunode schema` and the reference pages show them
+        # (described() fills them in then).
     )
 
     @field_validator("*", mode="before")
@@ -117,6 +119,35 @@ class Strict(BaseModel):
         schema = handler(core_schema)
         _editor_patterns(handler.resolve_ref_schema(schema))
         return schema
+
+
+def described() -> None:
+    """Give each field of the inventory's models its attribute docstring as description
+    (pydantic's use_attribute_docstrings, done when a schema or reference page asks), and
+    rebuild the models' schemas with them, each model after the ones it holds."""
+    import inspect
+
+    from pydantic._internal._docs_extraction import extract_docstrings_from_cls
+
+    if _DESCRIBED:
+        return
+    models: list[type[Strict]] = []
+    todo: list[type[Strict]] = [Strict]
+    while todo:
+        cls = todo.pop(0)
+        models.append(cls)
+        todo += [c for c in cls.__subclasses__() if c not in models and c not in todo]
+    docs = {cls: extract_docstrings_from_cls(cls, use_inspect=True) for cls in models}
+    for cls in sorted(models[1:], key=lambda c: inspect.getsourcelines(c)[1]):
+        for name, info in cls.model_fields.items():
+            said = (docs[b].get(name) for b in cls.__mro__ if b in docs)
+            if info.description is None:
+                info.description = next((d for d in said if d is not None), None)
+        cls.model_rebuild(force=True)
+    _DESCRIBED.append(True)
+
+
+_DESCRIBED: list[bool] = []
 
 
 def _editor_patterns(node: Any) -> None:

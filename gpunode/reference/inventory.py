@@ -12,8 +12,18 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from gpunode.inventory.model import PATTERN_HINTS, Document, GroupEntry, HostEntry, Settings
+from gpunode.inventory.model import (
+    PATTERN_HINTS,
+    Document,
+    GroupEntry,
+    HostEntry,
+    Settings,
+    described,
+)
 from gpunode.roles.ops.reference import type_text
+
+# The inventory's fields described from their docstrings (left out of a plain import)
+described()
 
 
 def field_type(annotation: Any, metadata: list[Any] | tuple[Any, ...] = ()) -> str:

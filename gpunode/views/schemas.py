@@ -25,10 +25,13 @@ from gpunode.events import EVENT_NAMES, FactsGathered, HostRecap, PlannedChange,
 from gpunode.execute.result import HostResult
 from gpunode.facts.envexport import EnvExport
 from gpunode.facts.model import HostFacts
-from gpunode.inventory.model import Document, Host
+from gpunode.inventory.model import Document, Host, described
 from gpunode.monitor.model import GpuProcess, LinkStatus
 from gpunode.views.envelope import KINDS, Kind
 from gpunode.views.top import TopGpu
+
+# The inventory's fields described from their docstrings (left out of a plain import)
+described()
 
 JSON_SCHEMA = "https://json-schema.org/draft/2020-12/schema"
 STRICT = ConfigDict(extra="forbid")
