@@ -172,7 +172,7 @@ def test_no_records_no_host_series_but_every_family_is_there(tmp_path: Path) -> 
 
 
 def test_textfile_is_replaced_whole_and_world_readable(tmp_path: Path) -> None:
-    os.umask(0o077)
+    old = os.umask(0o077)
     try:
         reg = registry_for(FleetCollector(board_from_capture().views, ["h200-a"],
                                           runs=RunRecords(tmp_path / "none")))  # fmt: skip
@@ -180,7 +180,7 @@ def test_textfile_is_replaced_whole_and_world_readable(tmp_path: Path) -> None:
         first = path.stat().st_ino
         write_textfile(tmp_path, reg)
     finally:
-        os.umask(0o022)
+        os.umask(old)  # the session's own, not 022: later tests run under what CI gave
     assert path.name == "gpunode.prom" and path.stat().st_ino != first  # renamed over it
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
     assert [p.name for p in tmp_path.iterdir()] == ["gpunode.prom"]
