@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import gpunode_lab, lab_unavailable, slot_net, slot_path
+from tests.conftest import SLOT, gpunode_lab, lab_unavailable, slot_net, slot_path
 
 REPO = Path(__file__).resolve().parents[2]
 STATE = slot_path("/var/tmp/gpunode-memsoak-smoke")
@@ -28,7 +28,7 @@ def test_short_soak_stays_flat(tmp_path: Path) -> None:
     if reason:
         pytest.skip(reason)
     out = tmp_path / "soak.json"
-    port = 19900 + int(os.environ.get("GPUNODE_TEST_SLOT", "0"))
+    port = 19900 + SLOT  # the worker's slot under pytest-xdist, as the lab's NET
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "bench.memsoak", "--short", "--hosts", "3",
