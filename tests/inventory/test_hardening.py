@@ -375,9 +375,9 @@ def test_node_count_limit_counts_the_text_too(monkeypatch: pytest.MonkeyPatch) -
     ids=["flow-sequences", "block-mappings", "flow-mappings"],
 )
 def test_deep_nesting_is_refused_fast(text: str, where: str) -> None:
-    start = time.monotonic()
+    start = time.process_time()  # the work done, not the wait for a busy machine's cores
     problem = _one(text)
-    assert time.monotonic() - start < 1.0
+    assert time.process_time() - start < 1.0
     assert problem.startswith(f"inv.yaml:{where}: nested deeper than 64 levels"), problem
 
 
