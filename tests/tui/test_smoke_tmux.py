@@ -64,7 +64,14 @@ def test_smoke_shows_each_hosts_tests_and_the_lost_host_then_reports(
     smoke: tuple[Tmux, Path],
 ) -> None:
     t, state = smoke
-    s = t.wait(lambda s: "finished, exit" in s, timeout=60)
+
+    def done(s: str) -> bool:
+        # finished, and laid out: a run that ends before the app's first layout (a loaded
+        # machine) is painted once with the columns fitted at mount (no measured values)
+        gpus = [ln for h in ("local-a", "local-b") for ln in rows(s, h) if "nvidia-smi/gpus" in ln]
+        return "finished, exit" in s and len(gpus) == 2 and all("4 GPUs" in ln for ln in gpus)
+
+    s = t.wait(done, timeout=60)
     assert "gpunode smoke · lab" in s
     module_loaded = Path("/sys/module/nvidia/version").exists()
     for host in ("local-a", "local-b"):
