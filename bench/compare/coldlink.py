@@ -270,8 +270,10 @@ def table(doc: dict[str, Any]) -> str:
     by: dict[str, list[dict[str, Any]]] = {}
     for r in doc["runs"]:
         by.setdefault(r["tool"], []).append(r)
-    head = ["tool", "runs", "wall s", "of it: mirror build s", "upstream MiB", ".debs sent",
-            "x package bytes", f"projected at real size s (x{scale})", "vs pyinfra"]  # fmt: skip
+    head = ["tool", "runs", "wall s", "min-max s", "of it: mirror build s", "upstream MiB",
+            "of it: indexes MiB", ".debs sent", "x one host's packages",
+            f"projected at real size s (x{scale})",
+            "faster than pyinfra: measured / projected"]  # fmt: skip
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     once = None
     if "gpunode-mirror" in by:
@@ -287,6 +289,8 @@ def table(doc: dict[str, Any]) -> str:
         build = f"{_med(rs, 'build_s'):.1f}" if tool == "gpunode-mirror" else ""
         up = statistics.median(r["upstream"]["bytes"] for r in rs)
         debs = statistics.median(r["upstream"]["debs"] for r in rs)
+        idx = statistics.median(r["upstream"]["index_bytes"] for r in rs)
+        span = f"{min(r['wall_s'] for r in rs):.1f}-{max(r['wall_s'] for r in rs):.1f}"
         times = (
             f"{statistics.median(r['upstream']['deb_bytes'] for r in rs) / once:.1f}"
             if once
@@ -297,7 +301,8 @@ def table(doc: dict[str, Any]) -> str:
         if base and tool != "pyinfra":
             vs = f"{_med(base, 'wall_s') / wall:.2f}x / {proj['pyinfra'] / proj[tool]:.2f}x"
         lines.append(
-            f"| {tool}{flag} | {len(rs)} | {wall:.1f} | {build} | {up / 2**20:.1f} | {debs:.0f} |"
+            f"| {tool}{flag} | {len(rs)} | {wall:.1f} | {span} | {build} | {up / 2**20:.1f} |"
+            f" {idx / 2**20:.2f} | {debs:.0f} |"
             f" {times} | {proj[tool]:.0f} | {vs} |"
         )
     return "\n".join(lines) + "\n"
