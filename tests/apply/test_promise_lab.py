@@ -33,7 +33,7 @@ WATCHED = ("etc/", "var/lib/dpkg/status", "var/lib/gpunode/")
 @pytest.fixture(scope="module")
 def midsync(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     args = ("--hosts", "1", "--ubuntu", "22.04", "--mirror", "mid-sync",
-            "--net", str(slot_net(235)), "--port", str(2235 + 1000 * SLOT))  # fmt: skip
+            "--net", str(slot_net(236)), "--port", str(2236 + 1000 * SLOT))  # fmt: skip
     yield from start_lab(tmp_path_factory, *args)
 
 
