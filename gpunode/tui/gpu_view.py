@@ -275,7 +275,8 @@ class GpuView(Vertical):
         self._sync = TableSync(
             self._table, [(c.label, c.width, c.priority) for c in self.cols], pinned=2
         )
-        self._sync.fit(self.size.width - SCROLLBAR)
+        # before the first layout our own width is 0; the app's is known (a later Resize refits)
+        self._sync.fit((self.size.width or self.app.size.width) - SCROLLBAR)
         host_mode = self.mode == "host"
         self._procs.table.display = host_mode
         self._proc_head.display = host_mode

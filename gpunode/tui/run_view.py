@@ -137,7 +137,8 @@ class RunView(Vertical):
     def on_mount(self) -> None:
         self._table: DataTable[Any] = self.query_one("#run-table", DataTable)
         self._sync = TableSync(self._table, COLUMNS, pinned=2)
-        self._sync.fit(self.size.width - SCROLLBAR)
+        # before the first layout our own width is 0; the app's is known (a later Resize refits)
+        self._sync.fit((self.size.width or self.app.size.width) - SCROLLBAR)
         self.call_after_refresh(self._refit)
         self._output = self.query_one("#run-output", Log)
         # Held, not looked up per event: a timer may still fire while the screen is torn down.

@@ -102,7 +102,8 @@ class SmokeView(Vertical):
         self._head = self.query_one("#smoke-head", Static)
         self._detail = self.query_one("#smoke-detail", Static)
         self._sync = TableSync(self._table, COLUMNS, pinned=2)
-        self._sync.fit(self.size.width - SCROLLBAR)
+        # before the first layout our own width is 0; the app's is known (a later Resize refits)
+        self._sync.fit((self.size.width or self.app.size.width) - SCROLLBAR)
         self.call_after_refresh(self._refit)
         self.rebuild()
 
