@@ -272,7 +272,7 @@ def table(doc: dict[str, Any]) -> str:
         by.setdefault(r["tool"], []).append(r)
     head = ["tool", "runs", "wall s", "min-max s", "of it: mirror build s", "upstream MiB",
             "of it: indexes MiB", ".debs sent", "x one host's packages",
-            f"projected at real size s (x{scale})",
+            f"projected: sizes x{scale}, this link, s",
             "faster than pyinfra: measured / projected"]  # fmt: skip
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     once = None
@@ -318,7 +318,7 @@ def block(doc: dict[str, Any], mark: str) -> str:
         f" ({link['bytes'] / 2**20:.1f} MiB) in {link['shaped_s']:.2f} s through the limit"
         f" ({link['mbit_measured']:.1f} Mbit/s), {link['unshaped_s']:.2f} s without.\n\n"
         f"{table(doc)}"
-        f"<!-- bench:{mark}:end -->\n"
+        f"<!-- bench:{mark}:end -->\n\n"  # the doc's text goes on after a blank line
     )
 
 
