@@ -42,8 +42,8 @@ def test_torchvision_and_torchaudio_come_with_torch_from_its_variant(fresh: Host
     (torch,) = titled(plan.changes, "conda: PyTorch 2.7.1 + torchvision + torchaudio in t")
     assert torch.commands == [
         "/opt/conda/envs/t/bin/python -m pip install -q --no-input"
-        " --index-url http://127.0.0.1:8080/whl/cu128 torch==2.7.1 torchvision==0.22.1"
-        " torchaudio==2.7.1"
+        " --index-url http://127.0.0.1:8080/whl/cu128 --trusted-host 127.0.0.1:8080"
+        " torch==2.7.1 torchvision==0.22.1 torchaudio==2.7.1"
     ]
     assert "torchvision 0.22.1+cu128" in torch.reason and "torchaudio 2.7.1+cu128" in torch.reason
 

@@ -19,7 +19,7 @@ from gpunode.roles.ops.base import (
     q,
     shaped,
 )
-from gpunode.roles.ops.fetch import PRIVATE_DIR, verified
+from gpunode.roles.ops.fetch import PRIVATE_DIR, pip_trusted, verified
 from gpunode.versions import matches_prefix
 
 
@@ -189,6 +189,9 @@ class PipArgs(Args):
     packages: list[PipPackage] = Field(description="The packages, each {name, version, ...}.")
     index_url: Url | None = Field(None, description="pip's --index-url (a wheel index).")
     extra_index_url: Url | None = Field(None, description="pip's --extra-index-url.")
+    insecure_http: bool = Field(
+        False, description="Trust plain-http indexes (a mirror; labs): repos.insecure_http."
+    )
 
 
 _CHECK = (
@@ -243,6 +246,8 @@ class Pip(Operation):
             cmd += ["--index-url", q(a.index_url)]
         if a.extra_index_url:
             cmd += ["--extra-index-url", q(a.extra_index_url)]
+        for host in pip_trusted([a.index_url, a.extra_index_url], insecure_http=a.insecure_http):
+            cmd += ["--trusted-host", q(host)]
         cmd += [q(s) for s in specs]
         wanted = ", ".join(f"{p.name} {p.version}{'+' + p.local if p.local else ''}" for p in todo)
         return [ctx.change(self, f"{wanted} not installed", [" ".join(cmd)])]

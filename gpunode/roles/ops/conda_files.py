@@ -20,6 +20,7 @@ from gpunode.roles.ops.base import (
     shaped,
 )
 from gpunode.roles.ops.conda import trusted_prefix
+from gpunode.roles.ops.fetch import pip_trusted
 
 Sha256 = Annotated[str, AfterValidator(shaped(r"[0-9a-f]{64}", "a sha256 (64 hex digits)"))]
 
@@ -34,6 +35,9 @@ class CondaEnvFileArgs(Args):
     file: AbsPath = Field(description="The file on the host (written by a `file` task).")
     sha256: Sha256 = Field(description="The file's sha256: what the env was last updated from.")
     index_url: Url | None = Field(None, description="pip's index (PIP_INDEX_URL for conda).")
+    insecure_http: bool = Field(
+        False, description="Trust a plain-http index (a mirror; labs): repos.insecure_http."
+    )
 
 
 class CondaEnvFile(Operation):
@@ -79,12 +83,15 @@ class CondaEnvFile(Operation):
         if ctx.probe(self._probe(a)):
             return []
         path = f"{a.prefix}/envs/{a.env}"
+        trusted = pip_trusted([a.index_url], insecure_http=a.insecure_http)
         if a.kind == "environment":
             pip_index = f"PIP_INDEX_URL={q(a.index_url)} " if a.index_url else ""
+            pip_index += f"PIP_TRUSTED_HOST={q(' '.join(trusted))} " if trusted else ""
             conda = q(f"{a.prefix}/bin/conda")
             update = f"{pip_index}{conda} env update -q -p {q(path)} -f {q(a.file)}"
         else:
             index = f" --index-url {q(a.index_url)}" if a.index_url else ""
+            index += "".join(f" --trusted-host {q(h)}" for h in trusted)
             python = q(f"{path}/bin/python")
             update = f"{python} -m pip install -q --no-input{index} -r {q(a.file)}"
         write = f"printf '%s\\n' {q(a.sha256)} > {q(self.record(a))}"

@@ -5,6 +5,8 @@ it, and nothing unverified runs."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from urllib.parse import urlsplit
 
 from gpunode.roles.ops.base import q
 
@@ -21,6 +23,17 @@ def curl(url: str, dest: str, *, insecure_http: bool = False) -> str:
     return (
         f"curl -fsSL --retry 3 --proto {protocols} --proto-redir {protocols} -o {dest} -- {q(url)}"
     )
+
+
+def pip_trusted(urls: Iterable[str | None], *, insecure_http: bool) -> list[str]:
+    """The plain-http indexes' HOST[:PORT]s, when the inventory allows plain http: pip
+    ignores an http index that is not on loopback ("not a trusted or secure host") unless
+    it is named with --trusted-host, as a mirror served by `gpunode mirror serve` is.
+    pip still checks each wheel against the sha256 its index link carries."""
+    if not insecure_http:
+        return []
+    hosts = (urlsplit(u).netloc.rpartition("@")[2] for u in urls if u and u.startswith("http://"))
+    return list(dict.fromkeys(h for h in hosts if h))
 
 
 def verified(url: str, sha256: str, dest: str, *, insecure_http: bool = False) -> str:
