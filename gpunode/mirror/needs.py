@@ -162,7 +162,7 @@ def pip_sets(change: Change, host: Host, facts: HostFacts, problems: dict[str, s
         specs: list[str] = []
         it = iter(words[4:])
         for w in it:
-            if w in ("--index-url", "--extra-index-url"):
+            if w in ("--index-url", "--extra-index-url", "--trusted-host"):  # take a value
                 opts[w] = next(it, "")
             elif not w.startswith("-"):
                 specs.append(w)
