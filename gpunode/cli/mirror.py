@@ -102,10 +102,10 @@ def build(
         click.echo(printable(f"error: {exc}"), err=True)
         sys.exit(ExitCode.FAILED)
     n = sum(len(f.packages) for f in needs.folders.values())
-    hosts = sum(len(f.hosts) for f in needs.folders.values())
+    nhosts = sum(len(f.hosts) for f in needs.folders.values())
     mib = report.bytes / 2**20
     click.echo(
-        f"{n} package{'' if n == 1 else 's'} for {hosts} host{'' if hosts == 1 else 's'} in"
+        f"{n} package{'' if n == 1 else 's'} for {nhosts} host{'' if nhosts == 1 else 's'} in"
         f" {directory}: {len(report.downloaded)} files downloaded ({mib:.1f} MiB),"
         f" {len(report.kept)} already current"
     )
