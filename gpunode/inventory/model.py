@@ -44,6 +44,7 @@ from gpunode.inventory.checks import (
     ssh_options,
 )
 from gpunode.inventory.text import bad_strings
+from gpunode.memo import once
 
 # Patterns are Python `re` (Strict sets the engine): `[0-9]`, not `\d`, which matches any
 # Unicode digit ("３.１１"); `\A...\Z`, not `^...$`, which accepts a trailing newline.
@@ -121,6 +122,7 @@ class Strict(BaseModel):
         return schema
 
 
+@once  # each model's descriptions filled in, and its schema rebuilt, once per process
 def described() -> None:
     """Give each field of the inventory's models its attribute docstring as description
     (pydantic's use_attribute_docstrings, done when a schema or reference page asks), and
@@ -129,8 +131,6 @@ def described() -> None:
 
     from pydantic._internal._docs_extraction import extract_docstrings_from_cls
 
-    if _DESCRIBED:
-        return
     models: list[type[Strict]] = []
     todo: list[type[Strict]] = [Strict]
     while todo:
@@ -144,10 +144,6 @@ def described() -> None:
             if info.description is None:
                 info.description = next((d for d in said if d is not None), None)
         cls.model_rebuild(force=True)
-    _DESCRIBED.append(True)
-
-
-_DESCRIBED: list[bool] = []
 
 
 def _editor_patterns(node: Any) -> None:
