@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpunode.repoindex import MIRROR_MANIFEST
+from gpunode.roles.ops.fetch import pip_trusted
 
 STORE = "wheels"  # wheels/<index>/<file>: the files, one flat folder per index
 MANIFEST = "gpunode-wheels.json"  # {index: {file: sha256}}: what the pages list
@@ -75,8 +76,10 @@ def _sources(s: PipSet) -> list[str]:
     for option, url in (("--index-url", s.index_url), ("--extra-index-url", s.extra_index_url)):
         if url:
             out += [option, url]
-            if url.startswith("http://"):  # the inventory allowed it (repos.insecure_http)
-                out += ["--trusted-host", urllib.parse.urlsplit(url).netloc]
+    # an http URL is there only when the inventory allowed it (repos.insecure_http)
+    urls = (s.index_url, s.extra_index_url)
+    for host in pip_trusted(urls, insecure_http=True):
+        out += ["--trusted-host", host]
     return out
 
 
