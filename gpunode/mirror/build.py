@@ -15,7 +15,6 @@ import contextlib
 import email.utils
 import hashlib
 import http.client
-import json
 import os
 import posixpath
 import tempfile
@@ -28,9 +27,10 @@ from pathlib import Path
 from gpunode import __version__
 from gpunode.mirror import condachan, wheels
 from gpunode.mirror.condachan import CondaSet
+from gpunode.mirror.files import read_manifest, write_manifest
 from gpunode.mirror.needs import Download, Folder
 from gpunode.mirror.wheels import PipSet
-from gpunode.repoindex import MIRROR_MANIFEST, PackageVersion, parse_packages, safe_opener
+from gpunode.repoindex import PackageVersion, parse_packages, safe_opener
 from gpunode.repoindex.decompress import BadData, TooLarge, decompress
 
 INDEXES = ("InRelease", "Release", "Release.gpg", "Packages", "Packages.gz", "Packages.xz")
@@ -319,13 +319,9 @@ def _file(
 
 def _hold(path: Path, sha256: str) -> None:
     """`path` in its folder's manifest, which plan checks the installer's pin against."""
-    manifest = path.parent / MIRROR_MANIFEST
-    held: dict[str, str] = {}
-    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-        held = dict(json.loads(manifest.read_text())["files"])
-    held = {n: s for n, s in held.items() if (path.parent / n).is_file()}
+    held = {n: s for n, s in read_manifest(path.parent).items() if (path.parent / n).is_file()}
     held[path.name] = sha256
-    wheels.write_atomic(manifest, json.dumps({"files": dict(sorted(held.items()))}, indent=1))
+    write_manifest(path.parent, held)
 
 
 def _sha256(path: Path) -> str:
@@ -339,15 +335,8 @@ def _sha256(path: Path) -> str:
 def _manifest(dest: Path, packages: list[PackageVersion], held: dict[str, str]) -> None:
     """What the folder holds, for the planner: this run's files, and an earlier run's that
     the index still names at the same SHA256 and are still there."""
-    path = dest / MIRROR_MANIFEST
-    with contextlib.suppress(OSError, ValueError, KeyError, TypeError, AttributeError):
-        before = json.loads(path.read_text())["files"]
-        current = {pv.filename: pv.sha256 for pv in packages}
-        for name, sha in before.items():
-            if current.get(name) == sha and (dest / posixpath.normpath(name)).is_file():
-                held.setdefault(name, sha)
-    fd, tmp = tempfile.mkstemp(dir=dest, prefix=".part-")
-    with os.fdopen(fd, "w") as f:
-        json.dump({"files": dict(sorted(held.items()))}, f, indent=1)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+    current = {pv.filename: pv.sha256 for pv in packages}
+    for name, sha in read_manifest(dest).items():
+        if current.get(name) == sha and (dest / posixpath.normpath(name)).is_file():
+            held.setdefault(name, sha)
+    write_manifest(dest, held)

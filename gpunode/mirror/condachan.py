@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import json
-import os
 import re
 import urllib.parse
 from collections.abc import Callable, Iterable
@@ -24,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpunode.repoindex import MIRROR_MANIFEST
+from gpunode.mirror.files import write_atomic, write_manifest
 
 SUBDIRS = ("linux-64", "noarch")
 UPSTREAM = ".upstream-repodata.json"  # the channel's own repodata, kept for If-Modified-Since
@@ -182,17 +181,9 @@ def write_channel(folder: Path, taken: Iterable[Record]) -> None:
             "removed": [],
             "repodata_version": 1,
         }
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(".part-repodata.json")
-        tmp.write_text(json.dumps(doc, indent=1))
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(doc, indent=1))
         # what plan checks an env's `conda create` against (gpunode.plan.mirrorcheck)
-        held = {n: str(r.get("sha256", "")) for n, r in sorted(records.items())}
-        manifest = path.with_name(".part-" + MIRROR_MANIFEST)
-        manifest.write_text(json.dumps({"files": held}, indent=1))
-        os.chmod(manifest, 0o644)
-        os.replace(manifest, path.with_name(MIRROR_MANIFEST))
+        write_manifest(path.parent, {n: str(r.get("sha256", "")) for n, r in records.items()})
 
 
 Fetch = Callable[[str, Path], None]

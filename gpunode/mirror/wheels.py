@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import html
 import json
-import os
 import posixpath
 import re
 import subprocess
@@ -25,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpunode.repoindex import MIRROR_MANIFEST
+from gpunode.mirror.files import write_atomic, write_manifest
 from gpunode.roles.ops.fetch import pip_trusted
 
 STORE = "wheels"  # wheels/<index>/<file>: the files, one flat folder per index
@@ -177,7 +176,7 @@ def _pages(root: Path, held: dict[str, dict[str, str]]) -> None:
         listing = [f'<a href="{p}/">{p}</a><br/>' for p in sorted(projects)]
         write_atomic(root / index / "index.html", _page("Simple index", listing))
         # what plan checks a pip install's packages against (gpunode.plan.mirrorcheck)
-        write_atomic(root / index / MIRROR_MANIFEST, json.dumps({"files": files}, indent=1))
+        write_manifest(root / index, files)
     write_atomic(root / MANIFEST, json.dumps(held, indent=1, sort_keys=True))
 
 
@@ -187,12 +186,3 @@ def _page(title: str, body: list[str]) -> str:
         + "\n".join(body)
         + "\n</body></html>\n"
     )
-
-
-def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".part-")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
