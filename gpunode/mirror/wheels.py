@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpunode.mirror.files import write_atomic, write_manifest
+from gpunode.plan.mirrorcheck import pep503_name
 from gpunode.roles.ops.fetch import pip_trusted
 
 STORE = "wheels"  # wheels/<index>/<file>: the files, one flat folder per index
@@ -156,7 +157,7 @@ def _held(root: Path) -> dict[str, dict[str, str]]:
 
 def _project(filename: str) -> str:
     """PEP 503's normalized project name of a wheel's file name."""
-    return re.sub(r"[-_.]+", "-", filename.split("-", 1)[0]).lower()
+    return pep503_name(filename.split("-", 1)[0])
 
 
 def _pages(root: Path, held: dict[str, dict[str, str]]) -> None:

@@ -86,7 +86,7 @@ def _unmirrored_wheels(change: Change, manifest: Manifest) -> str | None:
         have = {_wheel(f) for f in held}
         for spec in words:
             m = _SPEC.fullmatch(spec)
-            if m and (_norm(m[1]), _release(m[2])) not in have:
+            if m and (pep503_name(m[1]), _release(m[2])) not in have:
                 return (
                     f"{change.title}: the mirror's index {index} holds no wheel of {m[1]}"
                     f" {m[2]}: run `gpunode mirror` for this inventory again"
@@ -97,7 +97,8 @@ def _unmirrored_wheels(change: Change, manifest: Manifest) -> str | None:
 _SPEC = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[A-Za-z0-9._,-]+\])?==([0-9][^\s]*)")
 
 
-def _norm(name: str) -> str:
+def pep503_name(name: str) -> str:
+    """A project's name as PEP 503 normalizes it (pip's index folders, wheels' names)."""
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
@@ -112,4 +113,4 @@ def _release(version: str) -> str:
 def _wheel(filename: str) -> tuple[str, str]:
     """(project, release) of a wheel's file name: torch-2.4.1+cu124-py3-none-any.whl."""
     name, _, rest = filename.partition("-")
-    return _norm(name), _release(rest.split("-", 1)[0])
+    return pep503_name(name), _release(rest.split("-", 1)[0])
