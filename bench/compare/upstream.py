@@ -12,8 +12,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpunode.mirror.build import INDEXES
+
 LINE = re.compile(r'^(\S+) \S+ \S+ \[[^\]]*\] "(\S+) (\S+)[^"]*" (\d{3}) (\d+|-)$')
-INDEX_NAMES = ("Packages", "Packages.gz", "Packages.xz", "InRelease", "Release", "Release.gpg")
 
 
 @dataclass
@@ -70,7 +71,7 @@ def count(log: Path, start: int = 0) -> Fetched:
             if method == "GET" and status == "200":
                 out.debs += 1
                 out.by_path[path] = out.by_path.get(path, 0) + 1
-        elif name in INDEX_NAMES:
+        elif name in INDEXES:  # an apt folder's indexes, as gpunode mirror keeps them
             out.index_bytes += size
         else:
             out.other_bytes += size
