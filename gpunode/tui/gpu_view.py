@@ -12,10 +12,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from rich.text import Text
-from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.widgets import DataTable, Static
 
@@ -23,7 +21,8 @@ from gpunode.monitor.board import Board, HostView
 from gpunode.monitor.model import GpuSample, LinkStatus
 from gpunode.tui.filtering import matches
 from gpunode.tui.fmt import gib, inert, mark, num, pct, sparkline
-from gpunode.tui.tablesync import SCROLLBAR, Cell, TableSync
+from gpunode.tui.tablesync import Cell, TableSync
+from gpunode.tui.tableview import TableView
 
 SPARK_W = 20
 SortValue = float | str
@@ -197,7 +196,7 @@ def gpu_row(
     return keys, cells
 
 
-class GpuView(Vertical):
+class GpuView(TableView):
     """The fleet's overview <-> one host's GPUs (`o`), sorted by any column (`s`, `S`, header
     click). `fleet` names the overview: the inventory's name."""
 
@@ -259,7 +258,6 @@ class GpuView(Vertical):
         self._procs = TableSync(self.query_one("#proc-table", DataTable), PROC_COLS)
         self._build_columns()
         self.refresh_data(full=True)
-        self.call_after_refresh(self._refit)
         self.set_interval(self.interval, self._tick)
 
     def _tick(self) -> None:
@@ -275,8 +273,7 @@ class GpuView(Vertical):
         self._sync = TableSync(
             self._table, [(c.label, c.width, c.priority) for c in self.cols], pinned=2
         )
-        # before the first layout our own width is 0; the app's is known (a later Resize refits)
-        self._sync.fit((self.size.width or self.app.size.width) - SCROLLBAR)
+        self.fit_columns()
         host_mode = self.mode == "host"
         self._procs.table.display = host_mode
         self._proc_head.display = host_mode
@@ -460,16 +457,6 @@ class GpuView(Vertical):
     def rows(self) -> list[str]:
         """Row ids in display order (hosts, or GPU indexes): for tests and tools."""
         return list(self._sync.ids) if self.board is not None else []
-
-    def on_resize(self, event: events.Resize) -> None:
-        if hasattr(self, "_sync"):  # columns by priority: the host and its state always
-            self._sync.fit(event.size.width - SCROLLBAR)
-
-    def _refit(self) -> None:
-        # A Resize may be handled before mount (and skipped) while the size read at mount
-        # was still 0: fit again once laid out, or the table keeps only the pinned columns.
-        if hasattr(self, "_sync") and self.size.width > 0:
-            self._sync.fit(self.size.width - SCROLLBAR)
 
     def cell_text(self, row_id: str, col: int) -> str:
         value: Any = self._sync.cell(row_id, col)

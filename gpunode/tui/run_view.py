@@ -7,16 +7,16 @@ from collections.abc import Callable
 from typing import Any
 
 from rich.text import Text
-from textual import events
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Log, Static
 
 from gpunode.safetext import printable
 from gpunode.tui.filtering import matches
 from gpunode.tui.fmt import bar, elapsed, inert, mark
 from gpunode.tui.runstate import HostProgress, RunState, Step
-from gpunode.tui.tablesync import SCROLLBAR, Cell, TableSync
+from gpunode.tui.tablesync import Cell, TableSync
+from gpunode.tui.tableview import TableView
 
 # (label, width, priority): host and status always; then the counts, progress, the step.
 COLUMNS = (
@@ -110,7 +110,7 @@ def recap_text(state: RunState) -> Text:
     return inert(out)
 
 
-class RunView(Vertical):
+class RunView(TableView):
     def __init__(
         self,
         state: RunState,
@@ -137,9 +137,7 @@ class RunView(Vertical):
     def on_mount(self) -> None:
         self._table: DataTable[Any] = self.query_one("#run-table", DataTable)
         self._sync = TableSync(self._table, COLUMNS, pinned=2)
-        # before the first layout our own width is 0; the app's is known (a later Resize refits)
-        self._sync.fit((self.size.width or self.app.size.width) - SCROLLBAR)
-        self.call_after_refresh(self._refit)
+        self.fit_columns()
         self._output = self.query_one("#run-output", Log)
         # Held, not looked up per event: a timer may still fire while the screen is torn down.
         self._head = self.query_one("#run-head", Static)
@@ -232,16 +230,6 @@ class RunView(Vertical):
         h = self.state.hosts[name]
         plan.update(plan_text(h))
         self.sync_output()
-
-    def on_resize(self, event: events.Resize) -> None:
-        if hasattr(self, "_sync"):  # columns by priority: the host and its state always
-            self._sync.fit(event.size.width - SCROLLBAR)
-
-    def _refit(self) -> None:
-        # A Resize may be handled before mount (and skipped) while the size read at mount
-        # was still 0: fit again once laid out, or the table keeps only the pinned columns.
-        if hasattr(self, "_sync") and self.size.width > 0:
-            self._sync.fit(self.size.width - SCROLLBAR)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.data_table.id == "run-table":

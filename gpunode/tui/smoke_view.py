@@ -5,16 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from rich.text import Text
-from textual import events
 from textual.app import ComposeResult
-from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from gpunode.events import DoctorFinding, SmokeCheck
 from gpunode.tui.filtering import matches
 from gpunode.tui.fmt import inert, mark
 from gpunode.tui.runstate import RunState
-from gpunode.tui.tablesync import SCROLLBAR, Cell, TableSync
+from gpunode.tui.tablesync import Cell, TableSync
+from gpunode.tui.tableview import TableView
 
 # (label, width, priority): host, test and status always; the reason takes the room the
 # others leave (and the line under the table has the selected row's whole reason).
@@ -80,7 +79,7 @@ def unreachable_cells(host: str, reason: str) -> list[Cell]:
             Text(reason, style=style)]  # fmt: skip
 
 
-class SmokeView(Vertical):
+class SmokeView(TableView):
     """`unreachable`: a row for each host the run could not reach (smoke's own screen; the
     apply screen's run tab says it already)."""
 
@@ -102,20 +101,8 @@ class SmokeView(Vertical):
         self._head = self.query_one("#smoke-head", Static)
         self._detail = self.query_one("#smoke-detail", Static)
         self._sync = TableSync(self._table, COLUMNS, pinned=2)
-        # before the first layout our own width is 0; the app's is known (a later Resize refits)
-        self._sync.fit((self.size.width or self.app.size.width) - SCROLLBAR)
-        self.call_after_refresh(self._refit)
+        self.fit_columns()
         self.rebuild()
-
-    def on_resize(self, event: events.Resize) -> None:
-        if hasattr(self, "_sync"):  # columns by priority: the host and its state always
-            self._sync.fit(event.size.width - SCROLLBAR)
-
-    def _refit(self) -> None:
-        # A Resize may be handled before mount (and skipped) while the size read at mount
-        # was still 0: fit again once laid out, or the table keeps only the pinned columns.
-        if hasattr(self, "_sync") and self.size.width > 0:
-            self._sync.fit(self.size.width - SCROLLBAR)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.data_table.id == "smoke-table":
