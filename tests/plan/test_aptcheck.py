@@ -8,7 +8,6 @@ from __future__ import annotations
 from functools import cache
 
 import pytest
-from conftest import STACK, fresh_facts, host_from, plan_host
 from test_resolution import driver_550, stack, with_packages
 
 from gpunode.changes import Change, Step
@@ -19,6 +18,7 @@ from gpunode.repoindex import FETCHED, FetchedIndex
 from gpunode.repoindex.packages import parse_packages
 from gpunode.resolve import Catalog
 from gpunode.resolve.index import IndexCatalog
+from tests.plan.planhelpers import STACK, fresh_facts, host_from, plan_host
 
 gpunode_lab = pytest.importorskip("gpunode_lab")
 from gpunode_lab.repo import catalog as lab_catalog  # noqa: E402

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from conftest import STACK, fresh_facts, host_from, plan_host
 from test_resolution import NO_SYSTEMD, driver_550, stack
 
 from gpunode.changes import HostPlan
 from gpunode.hostpool import Outcome
 from gpunode.views.planview import confirm_text
+from tests.plan.planhelpers import STACK, fresh_facts, host_from, plan_host
 
 PROMPT_LINES = 1  # "apply N change(s)? [y/N]"
 

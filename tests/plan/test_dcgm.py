@@ -5,7 +5,6 @@ nvidia-dcgm service once the driver's module is loaded."""
 from __future__ import annotations
 
 import pytest
-from conftest import FIX, REPO_URL, STACK, fresh_facts, host_from, plan_host
 
 from gpunode.changes import HostPlan
 from gpunode.facts.model import HostFacts, KernelModule, Package
@@ -13,6 +12,7 @@ from gpunode.inventory import Host
 from gpunode.repoindex import FETCHED, FetchedIndex, parse_packages
 from gpunode.resolve import Catalog
 from gpunode.resolve.index import IndexCatalog
+from tests.plan.planhelpers import FIX, REPO_URL, STACK, fresh_facts, host_from, plan_host
 
 CORE = "datacenter-gpu-manager-4-core"
 

@@ -3,10 +3,10 @@ under a loaded module) is refused for, or carries."""
 
 from __future__ import annotations
 
-from conftest import STACK, fresh_facts, host_from, plan_host
 from test_planner import NO_SYSTEMD, converged
 
 from gpunode.facts.model import GpuProcess, HostFacts
+from tests.plan.planhelpers import STACK, fresh_facts, host_from, plan_host
 
 BUSY = [GpuProcess(pid=4242, name="python3", memory_mib=40960),
         GpuProcess(pid=77, name="Xorg")]  # fmt: skip

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from conftest import STACK, host_from, plan_host
 from test_planner import NO_SYSTEMD, converged
 
 from gpunode.changes import Change, HostPlan
@@ -10,6 +9,7 @@ from gpunode.facts.model import Fabric, GpuFabric, HostFacts, NvSwitch, Package
 from gpunode.inventory import Host
 from gpunode.plan import probes_for
 from gpunode.roles.ops.base import probe_key
+from tests.plan.planhelpers import STACK, host_from, plan_host
 
 NVSWITCHES = [NvSwitch(slot=f"0000:0{7 + i}:00.0", device_id="22a3") for i in range(4)]
 FM = "nvidia-fabricmanager-550"

@@ -6,11 +6,11 @@ import hashlib
 from pathlib import Path
 
 import pytest
-from conftest import STACK, host_from, plan_host
 
 from gpunode.facts.model import HostFacts
 from gpunode.inventory import InventoryError, load
 from gpunode.plan import probes_for
+from tests.plan.planhelpers import STACK, host_from, plan_host
 
 NO_SYSTEMD = {"systemd": False}
 

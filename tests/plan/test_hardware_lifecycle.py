@@ -7,10 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import host_from, plan_host
-
 from gpunode.facts.model import HostFacts
 from gpunode.views.schemas import validate
+from tests.plan.planhelpers import host_from, plan_host
 
 HERE = Path(__file__).parent.parent / "fixtures" / "hardware" / "h200x1-lifecycle"
 DOC = json.loads((HERE / "facts.json").read_text())

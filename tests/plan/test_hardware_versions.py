@@ -6,10 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import catalog, host_from, plan_host
-
 from gpunode.facts.model import HostFacts
 from gpunode.resolve import Catalog
+from tests.plan.planhelpers import catalog, host_from, plan_host
 
 HERE = Path(__file__).parent.parent / "fixtures" / "hardware" / "h200x1-versions"
 FACTS = HostFacts.model_validate(

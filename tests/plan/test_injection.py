@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
-from conftest import STACK, fresh_facts, host_from, plan_host
 
 from gpunode.changes import HostPlan
 from gpunode.facts.model import HostFacts, Package
@@ -22,6 +21,7 @@ from gpunode.resolve.resolver import driver_pin
 from gpunode.roles import search_path
 from gpunode.roles.loader import RoleError
 from gpunode.roles.walk import walk
+from tests.plan.planhelpers import STACK, fresh_facts, host_from, plan_host
 
 NO_SYSTEMD = {"systemd": False}
 APT_OPTION = "-oAPT::Update::Pre-Invoke::=touch /tmp/gpunode-injected"

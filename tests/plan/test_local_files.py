@@ -11,12 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import plan_host
 from test_frameworks import NO_SYSTEMD, conda_stack, titled
 
 from gpunode.facts.model import HostFacts, OsRelease
 from gpunode.inventory import InventoryError, load
 from gpunode.records import private_file_note
+from tests.plan.planhelpers import plan_host
 
 KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk\n-----END OPENSSH PRIVATE KEY-----\n"
 

@@ -11,13 +11,13 @@ import pkgutil
 from pathlib import Path
 
 import pytest
-from conftest import STACK, fresh_facts, host_from, plan_host
 
 from gpunode.facts.model import HostFacts, KernelModule, Package
 from gpunode.inventory import Host, load
 from gpunode.plan.planner import _managed_paths, managed_paths
 from gpunode.roles.loader import RoleError, search_path
 from gpunode.roles.ops import OPERATIONS, Operation
+from tests.plan.planhelpers import STACK, fresh_facts, host_from, plan_host
 
 REPO = Path(__file__).resolve().parent.parent.parent
 SEARCH = search_path(None)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from conftest import FIX, STACK, fresh_facts, host_from, plan_host
-
 from gpunode.changes import HostPlan
 from gpunode.facts.model import (
     AptSource,
@@ -24,6 +22,7 @@ from gpunode.plan import probes_for
 from gpunode.plan.planner import dpkg_configure
 from gpunode.roles.ops.apt import apt_update
 from gpunode.roles.ops.base import sha256
+from tests.plan.planhelpers import FIX, STACK, fresh_facts, host_from, plan_host
 
 NO_SYSTEMD = {"systemd": False}
 

@@ -4,12 +4,12 @@ has anyway; a reload disrupts as a reboot does."""
 
 from __future__ import annotations
 
-from conftest import STACK, fresh_facts, host_from, plan_host
 from test_planner import NO_SYSTEMD, converged
 
 from gpunode.changes import Change, Step
 from gpunode.facts.model import GpuProcess, HostFacts
 from gpunode.plan.planner import _order as order
+from tests.plan.planhelpers import STACK, fresh_facts, host_from, plan_host
 
 RELOAD = STACK.replace('branch: "550", flavor: open', 'branch: "570", flavor: open, reload: true')
 HOOKS = RELOAD.replace(

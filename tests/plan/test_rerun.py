@@ -6,7 +6,6 @@ from __future__ import annotations
 import shlex
 
 import pytest
-from conftest import fresh_facts, plan_host
 from test_planner import NO_SYSTEMD, converged
 
 from gpunode.changes import Change, Step
@@ -17,6 +16,7 @@ from gpunode.inventory import Host
 from gpunode.plan.rerun import held_by_journal, ordinal
 from gpunode.roles.ops.apt import record_holds_step
 from gpunode.roles.ops.base import sha256
+from tests.plan.planhelpers import fresh_facts, plan_host
 
 RUN = "20261203T101500-a1b2c3"
 LDCONF = "/etc/ld.so.conf.d/gpunode-cuda.conf"

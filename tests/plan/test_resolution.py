@@ -4,11 +4,10 @@ what cannot be had is refused at plan time naming what the repository has."""
 
 from __future__ import annotations
 
-from conftest import STACK, catalog, fresh_facts, host_from, plan_host
-
 from gpunode.changes import HostPlan
 from gpunode.facts.model import HostFacts, KernelModule, NvidiaSmi, Package
 from gpunode.resolve import Catalog
+from tests.plan.planhelpers import STACK, catalog, fresh_facts, host_from, plan_host
 
 NO_SYSTEMD = {"systemd": False}
 

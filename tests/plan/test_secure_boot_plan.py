@@ -3,9 +3,8 @@ ubuntu) with neither DKMS nor kernel headers."""
 
 from __future__ import annotations
 
-from conftest import STACK, fresh_facts, host_from, plan_host
-
 from gpunode.facts.model import HostFacts, Kernels, MokKey
+from tests.plan.planhelpers import STACK, fresh_facts, host_from, plan_host
 
 UBUNTU_STACK = """
 defaults:

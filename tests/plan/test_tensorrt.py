@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import FIX, REPO_URL, STACK, fresh_facts, host_from, plan_host
 
 from gpunode.changes import Change, HostPlan
 from gpunode.compat import check_host
@@ -17,6 +16,7 @@ from gpunode.inventory import Host, InventoryError, loads
 from gpunode.repoindex import FETCHED, FetchedIndex, parse_packages
 from gpunode.resolve import Catalog
 from gpunode.resolve.index import IndexCatalog
+from tests.plan.planhelpers import FIX, REPO_URL, STACK, fresh_facts, host_from, plan_host
 
 RUNTIME = [
     "libnvinfer10",

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import fresh_facts, host_from
-from conftest import plan_host as _plan_host
-
 from gpunode.facts.model import CudaToolkit, HostFacts, Package
 from gpunode.repoindex import FETCHED, FetchedIndex, parse_packages
 from gpunode.resolve import Catalog, resolve
 from gpunode.resolve.index import IndexCatalog
 from gpunode.resolve.packages import PackagePin
+from tests.plan.planhelpers import fresh_facts, host_from
+from tests.plan.planhelpers import plan_host as _plan_host
 
 INDEX = Path(__file__).parent.parent / "fixtures" / "repoindex" / "Packages-ubuntu2204-x86_64"
 URL = "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64/"
