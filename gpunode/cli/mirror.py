@@ -41,10 +41,22 @@ def mirror() -> None:
 @inventory_argument
 @click.argument("directory", metavar="DIR", type=click.Path(file_okay=False, path_type=str))
 @limit_option
+@click.option(
+    "--whole-stack",
+    is_flag=True,
+    help="Mirror what a fresh host of each selected host's stack installs (the driver,"
+    " toolkits, cuDNN, NCCL, the container toolkit, Miniconda, the envs' packages), at"
+    " the versions a fresh host's plan takes, whatever the host has installed now.",
+)
 @forks_option
 @become_pass_option
 def build(
-    inventory: str, directory: str, limit: str | None, forks: int | None, ask_become_pass: bool
+    inventory: str,
+    directory: str,
+    limit: str | None,
+    whole_stack: bool,
+    forks: int | None,
+    ask_become_pass: bool,
 ) -> None:
     """Read and plan each selected host as `gpunode plan` does, then download into DIR, in
     the repository's own layout (ubuntu2204/x86_64/...), the .debs its plan installs at
@@ -65,6 +77,12 @@ def build(
     refuses a host whose files the mirror does not hold, naming the file
     (docs/air-gapped.md).
 
+    A converged host's plan installs nothing: it adds only the keyring and the indexes.
+    With --whole-stack each host is planned as a fresh host of its stack on the same
+    machine and release (its facts, still read from the host, without the stack's
+    packages, toolkits, conda and envs), so a working fleet builds the mirror for new
+    hosts or an air-gapped site.
+
     Exit status: 0 done, 2 a download failed or a host could not be planned, 3 a host
     unreachable (what the others need is still fetched).
     """
@@ -81,9 +99,18 @@ def build(
     password = become_password(hosts, ask_become_pass)
     versions = RepoVersions()
     opts = Options(search=search_path(inventory), versions=versions)
-    needs = fleet_needs(hosts, versions, opts, forks=forks, become_password=password)
+    needs = fleet_needs(
+        hosts, versions, opts, forks=forks, become_password=password, whole_stack=whole_stack
+    )
     for name, why in needs.problems.items():
         click.echo(printable(f"{name}: not mirrored: {why}"), err=True)
+    unreachable = any("unreachable" in why for why in needs.problems.values())
+    if whole_stack and unreachable:
+        click.echo(
+            "--whole-stack still reads each host's facts (its Ubuntu release, kernel and"
+            " GPUs decide the packages): reach the hosts, or --limit to those reachable",
+            err=True,
+        )
 
     def say(line: str) -> None:
         click.echo(printable(line), err=True)
@@ -109,7 +136,6 @@ def build(
         f" {directory}: {len(report.downloaded)} files downloaded ({mib:.1f} MiB),"
         f" {len(report.kept)} already current"
     )
-    unreachable = any("unreachable" in why for why in needs.problems.values())
     if needs.problems:
         sys.exit(ExitCode.UNREACHABLE if unreachable else ExitCode.FAILED)
 

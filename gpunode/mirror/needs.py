@@ -11,10 +11,12 @@ from dataclasses import dataclass, field
 from gpunode.changes import Change, HostPlan
 from gpunode.events import Bus
 from gpunode.execute.host import HostRun, Options
+from gpunode.facts.gather import gather
 from gpunode.facts.model import HostFacts
 from gpunode.hostpool import run_hosts
 from gpunode.inventory.model import Host
 from gpunode.mirror.condachan import CondaSet, channel_urls
+from gpunode.mirror.fresh import fresh_plan
 from gpunode.mirror.wheels import PipSet, platform_tag
 from gpunode.plan.aptcheck import Target, closure, taken_version, targets
 from gpunode.repoindex import normalize_repo_url
@@ -64,12 +66,17 @@ def fleet_needs(
     *,
     forks: int | None = None,
     become_password: Secret | None = None,
+    whole_stack: bool = False,
 ) -> Needs:
     """Each host read and planned exactly as `gpunode plan` does (one round trip), then
-    what its plan asks apt for at a version, followed through the index's Depends."""
+    what its plan asks apt for at a version, followed through the index's Depends.
+    `whole_stack`: each host's facts planned as a fresh host's (gpunode.mirror.fresh)."""
     bus = Bus()
 
     def work(transport: Transport, host: Host) -> tuple[HostFacts, HostPlan]:
+        if whole_stack:
+            facts = gather(transport, host, timeout=options.facts_timeout)
+            return facts, fresh_plan(host, facts, options)
         return HostRun(transport, host, bus, options).read()
 
     out = Needs()
