@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 LOG_TAIL = "last lines of "
 """A step that fails prints this, a log's path, then the log's last lines on stderr: the
@@ -22,6 +22,30 @@ old module is still loaded, and a reboot loads the new one instead."""
 
 
 @dataclass(frozen=True)
+class Packages:
+    """What a pip or conda step installs, as its op built the command: `gpunode mirror` and
+    plan's mirror check read this, never the command's text."""
+
+    tool: Literal["pip", "conda"]
+    env: str
+    """The env's prefix: /opt/conda/envs/torch."""
+    specs: tuple[str, ...]
+    """pip: requirements (torch==2.4.1, numpy>=1.26; python_version<"3.13"); conda: match
+    specs (python=3.11, numpy >=1.26)."""
+    index_url: str | None = None
+    """pip's index; None: pip's default (PyPI)."""
+    extra_index_url: str | None = None
+    channels: tuple[str, ...] = ()
+    """conda's channels, names or URLs, first first; empty: conda's own."""
+    origin: str = ""
+    """The inventory's file the specs were read from (envs/torch.yml), FILE:LINE when the
+    file names its own index (messages name that line, never the URL: it may hold a
+    token); empty: the task's."""
+    unmirrorable: str | None = None
+    """FILE:LINE and why, of a line a mirror cannot serve (--find-links, a URL)."""
+
+
+@dataclass(frozen=True)
 class Step:
     """One shell command; `stdin` feeds file contents so they never sit in argv."""
 
@@ -29,6 +53,9 @@ class Step:
     stdin: str | None = None
     installs: tuple[str, ...] = ()
     """For an `apt-get install` step, its quoted targets, so that installs can be joined."""
+    packages: tuple[Packages, ...] = ()
+    """What its pip or conda installs take (not part of the plan's fingerprint: the
+    command says it)."""
 
     def shown(self) -> str:
         if self.stdin is None:

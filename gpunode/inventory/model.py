@@ -28,6 +28,7 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
 from gpunode.components import SUITE_TESTS
+from gpunode.inventory import specfiles
 from gpunode.inventory.checks import (
     bin_dir,
     conda_channel,
@@ -385,7 +386,12 @@ class CondaEnv(Strict):
         for key in ("environment_file", "requirements_file"):
             rel = getattr(self, key)
             if rel is not None and base is not None:
-                self._texts[key] = spec_file_text(Path(base), rel, secret=self.secret)
+                self._texts[key] = text = spec_file_text(Path(base), rel, secret=self.secret)
+                # FILE:LINE of what cannot work on a host (-r of another file, a local path)
+                read = (
+                    specfiles.environment if key == "environment_file" else specfiles.requirements
+                )
+                read(text, rel, env="", index_url=None)
         return self
 
     @property
@@ -400,17 +406,18 @@ class CondaEnv(Strict):
 
     @property
     def spec_files(self) -> list[dict[str, str]]:
-        """The env's declaring files as {kind, text, sha256}, for the conda role."""
+        """The env's declaring files as {kind, text, sha256, mode, source}, for the conda role."""
         return [
             {
                 "kind": kind,
                 "text": text,
                 "sha256": hashlib.sha256(text.encode()).hexdigest(),
                 "mode": "0600" if self.secret else "0644",
+                "source": source or "",
             }
-            for kind, text in (
-                ("environment", self.environment_text),
-                ("requirements", self.requirements_text),
+            for kind, text, source in (
+                ("environment", self.environment_text, self.environment_file),
+                ("requirements", self.requirements_text, self.requirements_file),
             )
             if text is not None
         ]

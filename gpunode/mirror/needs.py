@@ -1,14 +1,15 @@
 """What each selected host's plan installs from NVIDIA's repositories (CUDA's, the container
-toolkit's), with what apt takes; the Miniconda installer and the pip installs it runs."""
+toolkit's), with what apt takes; the Miniconda installer, and the pip and conda installs its
+steps carry (`Packages`: an env's Python, its wheels, its environment.yml's and
+requirements.txt's packages)."""
 
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gpunode.changes import Change, HostPlan
+from gpunode.changes import Change, HostPlan, Packages
 from gpunode.events import Bus
 from gpunode.execute.host import HostRun, Options
 from gpunode.facts.gather import gather
@@ -109,10 +110,11 @@ def _host_needs(
         sha = host.repos.conda_installer_sha256
         out.files[rel] = Download(installer, rel, sha, "repos.conda_installer_sha256")
     for change in plan.changes:
-        if change.op == "pip":
-            out.pip.update(pip_sets(change, host, facts, out.problems))
-        if change.op == "conda_env":
-            out.conda.update(conda_sets(change))
+        for takes in (p for s in change.steps for p in s.packages):
+            if takes.tool == "conda" and takes.specs:
+                out.conda.add(CondaSet(channel_urls(takes.channels), takes.specs))
+            elif takes.tool == "pip" and takes.specs:
+                out.pip.update(pip_sets(change.title, takes, host, facts, out.problems))
     sources: list[tuple[Catalog, Folder]] = []
     if host.repos.nvidia:
         url = normalize_repo_url(repo_folder(host.repos.nvidia, facts))
@@ -140,57 +142,26 @@ def _host_needs(
             source[1].packages.update(closure(source[0], t.name, taken, HostFacts()))
 
 
-def conda_sets(change: Change) -> set[CondaSet]:
-    """The specs and channels of a plan's `conda create`/`conda install` of an env."""
-    out: set[CondaSet] = set()
-    for step in change.steps:
-        words = shlex.split(step.command)
-        channels, specs, it = [], [], iter(words[2:])
-        for w in it:
-            if w in ("-c", "--channel"):
-                channels.append(next(it, ""))
-            elif w in ("-p", "-n", "--prefix", "--name"):
-                next(it, "")
-            elif not w.startswith("-"):
-                specs.append(w)
-        out.add(CondaSet(channel_urls(channels), tuple(specs)))
-    return out
-
-
-def pip_sets(change: Change, host: Host, facts: HostFacts, problems: dict[str, str]) -> set[PipSet]:
-    """The pip installs of a plan's change (`python -m pip install ... name==version`),
-    with the mirror's index each one's index URL maps to."""
-    out: set[PipSet] = set()
-    for step in change.steps:
-        words = shlex.split(step.command)
-        if words[1:4] != ["-m", "pip", "install"]:
-            continue
-        opts: dict[str, str] = {}
-        specs: list[str] = []
-        it = iter(words[4:])
-        for w in it:
-            if w in ("--index-url", "--extra-index-url", "--trusted-host"):  # take a value
-                opts[w] = next(it, "")
-            elif not w.startswith("-"):
-                specs.append(w)
-        index_url = opts.get("--index-url")
-        index = _pip_index(index_url, host)
-        if index is None:
-            problems[host.name] = (
-                f"{change.title}: pip's index {index_url} is neither repos.pytorch_index nor"
-                " repos.pypi_index: its wheels are not mirrored"
-            )
-            continue
-        env = _ENV.fullmatch(words[0])
-        conda = host.stack.conda
-        python = conda.envs[env[1]].python if env and conda and env[1] in conda.envs else None
-        extra = opts.get("--extra-index-url")
-        tag = platform_tag(facts.os.repo_slug)
-        out.add(PipSet(index, index_url, extra, tuple(specs), python, tag))
-    return out
-
-
-_ENV = re.compile(r".*/envs/([^/]+)/bin/python[0-9.]*")
+def pip_sets(
+    title: str, takes: Packages, host: Host, facts: HostFacts, problems: dict[str, str]
+) -> set[PipSet]:
+    """A pip install of a plan's step (its `Packages`, as the op built it), with the
+    mirror's index its index URL maps to; none, and a problem, when no index serves it."""
+    if takes.unmirrorable:
+        problems[host.name] = f"{title}: {takes.unmirrorable}: a mirror cannot serve it"
+        return set()
+    index = _pip_index(takes.index_url, host)
+    if index is None:
+        problems[host.name] = (
+            f"{title}: pip's index {takes.origin or takes.index_url} is neither"
+            " repos.pytorch_index nor repos.pypi_index: its wheels are not mirrored"
+        )
+        return set()
+    _, _, name = takes.env.rpartition("/envs/")  # PREFIX/envs/ENV
+    conda = host.stack.conda
+    python = conda.envs[name].python if conda and name in conda.envs else None
+    tag = platform_tag(facts.os.repo_slug)
+    return {PipSet(index, takes.index_url, takes.extra_index_url, takes.specs, python, tag)}
 
 
 def _pip_index(url: str | None, host: Host) -> str | None:

@@ -1,6 +1,7 @@
 """A gpunode mirror's completeness for what a plan fetches outside apt: the Miniconda
-installer, the packages its pip installs name and the Python an env's `conda create` asks
-for from a channel given by URL.
+installer, the packages its pip installs pin and the conda packages an env's `conda create`
+or environment.yml pins from a channel given by URL; what the steps install is read from
+their `Packages`, as the ops built them, never from the commands' text.
 
 `gpunode mirror` writes a `gpunode-mirror.json` ({"files": {name: sha256}}) into each folder
 it fills (miniconda/, simple/, pytorch/cu124/, a channel's linux-64/ and noarch/); a folder
@@ -10,12 +11,10 @@ folder and plan, only when a plan fetches from it (a converged host fetches noth
 
 from __future__ import annotations
 
-import itertools
 import re
-import shlex
 from collections.abc import Callable, Sequence
 
-from gpunode.changes import Change
+from gpunode.changes import Change, Packages
 from gpunode.inventory.model import Host
 
 Manifest = Callable[[str], "dict[str, str] | None"]
@@ -37,64 +36,68 @@ def unmirrored(host: Host, changes: Sequence[Change], manifest: Manifest) -> str
                     " (repos.conda_installer_sha256): run `gpunode mirror` for this inventory"
                     " again"
                 )
-        if change.op == "pip":
-            why = _unmirrored_wheels(change, manifest)
-            if why:
+        for takes in (p for s in change.steps for p in s.packages):
+            check = _unmirrored_wheels if takes.tool == "pip" else _unmirrored_conda
+            if why := check(change.title, takes, manifest):
                 return why
-        if change.op == "conda_env" and (why := _unmirrored_conda(change, manifest)):
-            return why
     return None
 
 
-def _unmirrored_conda(change: Change, manifest: Manifest) -> str | None:
-    """A spec of a `conda create` (python=3.11) that no channel given by URL holds, when
-    those channels are a gpunode mirror's."""
-    for step in change.steps:
-        words = shlex.split(step.command)
-        urls = [b.rstrip("/") for a, b in itertools.pairwise(words) if a == "-c" and "://" in b]
-        held = [
-            got for u in urls for sub in ("linux-64", "noarch")
-            if (got := manifest(f"{u}/{sub}/")) is not None
-        ]  # fmt: skip
-        if not held:
+def _unmirrored_conda(title: str, takes: Packages, manifest: Manifest) -> str | None:
+    """A pinned spec of a conda install (python=3.11) that no channel given by URL holds,
+    when those channels are a gpunode mirror's."""
+    urls = [c.rstrip("/") for c in takes.channels if "://" in c]
+    held = [
+        got for u in urls for sub in ("linux-64", "noarch")
+        if (got := manifest(f"{u}/{sub}/")) is not None
+    ]  # fmt: skip
+    if not held:
+        return None
+    files = [f.removesuffix(".tar.bz2").removesuffix(".conda") for h in held for f in h]
+    records = [tuple(f.rsplit("-", 2)) for f in files if f.count("-") >= 2]
+    for spec in takes.specs:
+        pin = _CONDA_PIN.fullmatch(spec)  # a range (numpy >=1.26) is the solver's to meet
+        if pin is None:
             continue
-        files = [f.removesuffix(".tar.bz2").removesuffix(".conda") for h in held for f in h]
-        records = [tuple(f.rsplit("-", 2)) for f in files if f.count("-") >= 2]
-        for spec in words:
-            name, eq, version = spec.partition("=")
-            if not eq or spec.startswith("-") or "/" in spec:
-                continue
-            if not any(
-                n == name and (v == version or v.startswith(version + ".")) for n, v, _ in records
-            ):
-                return (
-                    f"{change.title}: the mirror's channels {', '.join(urls)} hold no {name}"
-                    f" {version}: run `gpunode mirror` for this inventory again"
-                )
+        name, version = pin[1], pin[2]
+        if not any(
+            n == name and (v == version or v.startswith(version + ".")) for n, v, _ in records
+        ):
+            return (
+                f"{title}: the mirror's channels {', '.join(urls)} hold no {name} {version}"
+                f"{_of(takes)}: run `gpunode mirror` for this inventory again"
+            )
     return None
 
 
-def _unmirrored_wheels(change: Change, manifest: Manifest) -> str | None:
-    for step in change.steps:
-        words = shlex.split(step.command)
-        index = next((b for a, b in itertools.pairwise(words) if a == "--index-url"), None)
-        if index is None:
-            continue  # pip's default index: not a gpunode mirror
-        held = manifest(index.rstrip("/") + "/")
-        if held is None:
-            continue
-        have = {_wheel(f) for f in held}
-        for spec in words:
-            m = _SPEC.fullmatch(spec)
-            if m and (pep503_name(m[1]), _release(m[2])) not in have:
-                return (
-                    f"{change.title}: the mirror's index {index} holds no wheel of {m[1]}"
-                    f" {m[2]}: run `gpunode mirror` for this inventory again"
-                )
+def _unmirrored_wheels(title: str, takes: Packages, manifest: Manifest) -> str | None:
+    if takes.index_url is None:
+        return None  # pip's default index: not a gpunode mirror
+    held = manifest(takes.index_url.rstrip("/") + "/")
+    if held is None:
+        return None
+    if takes.unmirrorable:
+        return f"{title}: {takes.unmirrorable}: a mirror cannot serve it"
+    have = {_wheel(f) for f in held}
+    for spec in takes.specs:
+        m = _SPEC.fullmatch(spec)  # name==version; a range or a marker is pip's to meet
+        if m and (pep503_name(m[1]), _release(m[2])) not in have:
+            return (
+                f"{title}: the mirror's index {takes.index_url} holds no wheel of {m[1]}"
+                f" {m[2]}{_of(takes)}: run `gpunode mirror` for this inventory again"
+            )
     return None
 
 
-_SPEC = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[A-Za-z0-9._,-]+\])?==([0-9][^\s]*)")
+def _of(takes: Packages) -> str:
+    return f" ({takes.origin})" if takes.origin else ""
+
+
+# name=version[=build], name==version, `name ==version`, `name version [build]`
+_CONDA_PIN = re.compile(
+    r"([A-Za-z0-9_][A-Za-z0-9_.-]*)(?: ?==?|\s+)([0-9][A-Za-z0-9_.+]*)(?:[=\s]\S*)?"
+)
+_SPEC = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[A-Za-z0-9._,-]+\])?\s*==\s*([0-9][^\s*;]*)")
 
 
 def pep503_name(name: str) -> str:

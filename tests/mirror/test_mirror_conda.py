@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpunode.changes import Change, Step
+from gpunode.changes import Change, Packages, Step
 from gpunode.inventory.model import Host
 from gpunode.mirror.build import MirrorError, build
 from gpunode.mirror.condachan import CondaSet, Record, channel_rel, closure, matches, parse_spec
@@ -104,8 +104,15 @@ def test_plan_refuses_an_envs_python_the_mirrors_channel_lacks() -> None:
     host = Host.model_validate({"name": "h", "address": "127.0.0.1"})
     channel = "http://m:8470/conda/pkgs/main"
     create = f"conda create -y -q -p /opt/conda/envs/t --override-channels -c {channel} python=3.11"
+    python = Packages("conda", "/opt/conda/envs/t", ("python=3.11",), channels=(channel,))
     changes = [
-        Change("conda", "conda env t (Python 3.11)", "conda_env", "missing", (Step(create),))
+        Change(
+            "conda",
+            "conda env t (Python 3.11)",
+            "conda_env",
+            "missing",
+            (Step(create, packages=(python,)),),
+        )
     ]
     held = {f"{channel}/linux-64/": {"python-3.11.11-h_0.tar.bz2": "a" * 64}}
     assert unmirrored(host, changes, held.get) is None

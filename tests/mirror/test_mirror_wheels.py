@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpunode.changes import Change, Step
+from gpunode.changes import Change, Packages, Step
 from gpunode.inventory.model import Host
 from gpunode.mirror.wheels import STORE, PipSet, WheelError, fetch
 from gpunode.plan.mirrorcheck import unmirrored
@@ -87,9 +87,11 @@ def test_plan_refuses_a_pip_package_or_installer_the_mirror_lacks() -> None:
         f" {mirror}/pytorch/cu124 --extra-index-url {mirror}/simple 'torch==2.4.1'"
     )
     get = f"curl -fsSL {host.repos.conda_installer} -o /tmp/i.sh"
+    index = (f"{mirror}/pytorch/cu124", f"{mirror}/simple")
+    torch = Packages("pip", "/opt/conda/envs/t", ("torch==2.4.1",), *index)
     changes = [
         Change("conda", "conda in /opt/conda", "conda", "absent", (Step(get),)),
-        Change("conda", "PyTorch 2.4.1 in t", "pip", "absent", (Step(pip),)),
+        Change("conda", "PyTorch 2.4.1 in t", "pip", "absent", (Step(pip, packages=(torch,)),)),
     ]
     folders = {
         f"{mirror}/miniconda/": {"Miniconda3-py312_24.7.1-0-Linux-x86_64.sh": "a" * 64},

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import posixpath
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field
 
-from gpunode.changes import Change
+from gpunode.changes import Change, Packages, Step
 from gpunode.roles.ops.base import (
     AbsPath,
     Args,
@@ -148,23 +149,16 @@ class CondaEnv(Operation):
         conda = f"{a.prefix}/bin/conda"
         channels = "".join(f" -c {q(c)}" for c in a.channels)
         override = f" --override-channels{channels}" if a.channels else ""
+        spec = "python=" + a.python
+        takes = (Packages("conda", path, (spec,), channels=tuple(a.channels)),)
         if env is None:
-            return [
-                ctx.change(
-                    self,
-                    f"conda env {a.env} missing",
-                    [f"{q(conda)} create -y -q -p {q(path)}{override} {q('python=' + a.python)}"],
-                )
-            ]
-        if env.python is None or not matches_prefix(env.python, a.python):
-            return [
-                ctx.change(
-                    self,
-                    f"conda env {a.env} has Python {env.python}, {a.python} wanted",
-                    [f"{q(conda)} install -y -q -p {q(path)}{override} {q('python=' + a.python)}"],
-                )
-            ]
-        return []
+            why, verb = f"conda env {a.env} missing", "create"
+        elif env.python is None or not matches_prefix(env.python, a.python):
+            why, verb = f"conda env {a.env} has Python {env.python}, {a.python} wanted", "install"
+        else:
+            return []
+        step = Step(f"{q(conda)} {verb} -y -q -p {q(path)}{override} {q(spec)}", packages=takes)
+        return [ctx.change(self, why, [step])]
 
 
 Extras = Annotated[str, AfterValidator(shaped(r"[A-Za-z0-9._,-]+", "pip extras"))]
@@ -250,4 +244,7 @@ class Pip(Operation):
             cmd += ["--trusted-host", q(host)]
         cmd += [q(s) for s in specs]
         wanted = ", ".join(f"{p.name} {p.version}{'+' + p.local if p.local else ''}" for p in todo)
-        return [ctx.change(self, f"{wanted} not installed", [" ".join(cmd)])]
+        env = posixpath.dirname(posixpath.dirname(a.python))  # PREFIX/envs/ENV/bin/python
+        takes = Packages("pip", env, tuple(specs), a.index_url, a.extra_index_url)
+        step = Step(" ".join(cmd), packages=(takes,))
+        return [ctx.change(self, f"{wanted} not installed", [step])]

@@ -6,7 +6,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
 
-from gpunode.changes import Change
+from gpunode.changes import Change, Packages, Step
+from gpunode.inventory.specfiles import environment, requirements
 from gpunode.roles.ops.base import (
     AbsPath,
     Args,
@@ -37,6 +38,14 @@ class CondaEnvFileArgs(Args):
     index_url: Url | None = Field(None, description="pip's index (PIP_INDEX_URL for conda).")
     insecure_http: bool = Field(
         False, description="Trust a plain-http index (a mirror; labs): repos.insecure_http."
+    )
+    content: str | None = Field(
+        None,
+        description="The file's text, read for what it installs (`gpunode mirror`, plan's"
+        " mirror check); none: not read.",
+    )
+    source: str = Field(
+        "", description="Where the file comes from, for messages: the inventory's envs/torch.yml."
     )
 
 
@@ -99,6 +108,15 @@ class CondaEnvFile(Operation):
             ctx.change(
                 self,
                 f"{a.file} (sha256 {a.sha256[:12]}) not yet applied to conda env {a.env}",
-                [f"{update} && {write}"],
+                [Step(f"{update} && {write}", packages=self._packages(a, path))],
             )
         ]
+
+    @staticmethod
+    def _packages(a: CondaEnvFileArgs, env: str) -> tuple[Packages, ...]:
+        if a.content is None:
+            return ()
+        where = a.source or a.file
+        if a.kind == "environment":
+            return environment(a.content, where, env=env, index_url=a.index_url)
+        return (requirements(a.content, where, env=env, index_url=a.index_url),)
