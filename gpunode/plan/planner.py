@@ -119,7 +119,7 @@ def probes_for(
 def _probes(host: Host, facts: HostFacts | None, search: tuple[Path, ...]) -> list[Probe]:
     out: dict[str, Probe] = {}
     try:
-        for st in walk(host, facts or HostFacts(), search, guess=not facts):
+        for st in walk(host, facts or HostFacts(), search, guess=not facts, probes_only=True):
             for p in st.op.probes(st.args):
                 out.setdefault(p.key, p)
     except (RoleError, ValueError):

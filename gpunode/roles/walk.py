@@ -2,7 +2,8 @@
 
 The same walk serves three questions: which files the facts round trip should
 hash (`paths_only`: only the arguments naming them are rendered), which probes the
-operations need, and (with facts) which changes to make.
+operations need (`probes_only`: the tasks of operations that have none are not rendered),
+and (with facts) which changes to make.
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ def walk(
     resolved: Resolved | None = None,
     only: Collection[str] | None = None,
     paths_only: bool = False,
+    probes_only: bool = False,
 ) -> Iterator[Planned]:
     """Every task that applies. `guess`: facts are not known yet, so take every task whatever
     its `when`, and skip the ones that cannot be rendered without facts. `resolved`: the
@@ -89,8 +91,13 @@ def walk(
     paths and probes) tasks that need them are skipped. `paths_only`: every task whose
     operation reads files (Operation.path_args), whatever its `when`, with only those
     arguments rendered; a render error is the role's (RoleError), except, with `guess`, a
-    value only the facts give: that task's files are hashed once the plan names them."""
+    value only the facts give: that task's files are hashed once the plan names them.
+    `probes_only` (lenient walks only): a task whose operation never probes (a file, a
+    template, an apt package) is passed by unrendered: what it yields would give no probe,
+    and its template file is the walk's largest render."""
     lenient = guess or resolved is None
+    if probes_only and not lenient:
+        raise ValueError("probes_only is for the lenient walks (no resolved versions)")
     base = base_context(host, facts, resolved)
     for name in builtin_roles(host):
         if only is not None and name not in only:
@@ -108,6 +115,8 @@ def walk(
             if not lenient:
                 yield from _task(role, task, ctx)
                 continue
+            if probes_only and _never_probes(OPERATIONS.get(task.op)):
+                continue
             try:
                 yield from _task(role, task, ctx, guess=guess)
             except (RoleError, ValueError, TypeError, AttributeError):
@@ -120,6 +129,11 @@ def _op(task: Task) -> Operation:
         known = ", ".join(sorted(OPERATIONS))
         raise RoleError(f"{task.position}: unknown op {task.op!r}: use one of {known}")
     return op
+
+
+def _never_probes(op: Operation | None) -> bool:
+    """An operation that keeps Operation.probes: it asks the host nothing before planning."""
+    return op is not None and type(op).probes is Operation.probes
 
 
 def _items(task: Task, ctx: dict[str, Any], where: str) -> list[Any]:

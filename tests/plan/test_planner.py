@@ -5,6 +5,8 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+import pytest
+
 from gpunode.changes import HostPlan
 from gpunode.facts.model import (
     AptSource,
@@ -483,6 +485,36 @@ def test_service_probes_decide_persistenced(host: Host, fresh: HostFacts) -> Non
     ]
     probes = {k: True for k in keys.values()}
     assert not [c for c in plan_host(host, fresh, probes=probes).changes if c.op == "service"]
+
+
+def test_the_probes_walk_renders_only_the_tasks_that_probe(
+    host: Host, fresh: HostFacts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The probes' walk passes by a file, template or package task unrendered (its
+    operation has no probe): the same probes as a walk rendering every task, and no
+    template file rendered for them."""
+    from gpunode.roles import walk as walking
+    from gpunode.roles.loader import search_path
+    from gpunode.roles.render import render_template as real
+
+    rendered: list[str] = []
+
+    def counted(templates: Path, name: str, ctx: dict[str, object]) -> str:
+        rendered.append(name)
+        return real(templates, name, ctx)
+
+    monkeypatch.setattr("gpunode.roles.walk.render_template", counted)
+    probed: set[str] = set()
+    for facts in (fresh, converged(host, fresh)):
+        every: dict[str, str] = {}
+        for st in walking.walk(host, facts, search_path(None)):
+            every.update((p.key, p.command) for p in st.op.probes(st.args) if not p.role_shell)
+        assert rendered  # the roles have templates: the full walk renders them
+        rendered.clear()
+        assert {p.key: p.command for p in probes_for(host, facts)} == every
+        assert rendered == []
+        probed.update(every.values())
+    assert "systemctl is-enabled --quiet nvidia-persistenced" in probed
 
 
 def test_users_own_role_next_to_the_inventory(tmp_path: Path, fresh: HostFacts) -> None:
