@@ -23,6 +23,18 @@ def probe_script(probes: Sequence[Probe]) -> str:
     return "\n".join(lines)
 
 
+def held(command: str) -> str:
+    """`command` with its stdout kept on the host and written at its end, in one piece: the
+    facts script and the probes print a few lines at a time, and each write the host's sshd
+    reads became an SSH packet (about 50 for one read) that the controller decrypts, checks
+    and hands over in Python. The exit status and every byte are kept (`.` guards the
+    trailing newlines that `$(...)` drops); stderr is not held."""
+    return (
+        f"gpunode_out=$(\n{command}\ngpunode_rc=$?; echo .; exit $gpunode_rc\n); gpunode_rc=$?\n"
+        'printf %s "${gpunode_out%.}"; exit $gpunode_rc'
+    )
+
+
 def read_host(
     transport: Transport,
     *,
@@ -42,6 +54,7 @@ def read_host(
     command = facts_command(files, conda_prefixes, apt, only_files=only_files)
     if probes:
         command = f"{command}\n{probe_script(probes)}"
+    command = held(command)
     start = time.monotonic()
     res = transport.run(command, sudo=sudo, timeout=timeout)
     text, _, tail = res.whole_stdout.partition(f"\n{MARK}\n")

@@ -1,0 +1,47 @@
+"""The host read's command: its output held on the host and written in one piece."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from gpunode.execute.readhost import MARK, held, read_host
+from gpunode.roles.ops import Probe
+from gpunode.transport.local import LocalTransport
+
+
+def sh(script: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(["sh", "-c", script], capture_output=True, check=False, timeout=30)
+
+
+@pytest.mark.parametrize("code", [0, 3])
+def test_held_output_is_every_byte_with_its_exit_status(code: int) -> None:
+    command = (
+        f"printf 'a\\n\\n  b  \\n'; printf 'said\\n' >&2; printf 'c\\n\\n\\n'\n( exit {code} )"
+    )
+    plain, kept = sh(command), sh(held(command))
+    assert kept.stdout == plain.stdout == b"a\n\n  b  \nc\n\n\n"
+    assert kept.stderr == b"said\n"
+    assert kept.returncode == plain.returncode == code
+
+
+def test_held_output_arrives_in_one_write() -> None:
+    """The point of holding it: a command writing line by line, slowly, is read as one
+    piece (sshd sends what each read of the pipe gets as one packet)."""
+    command = "for i in 1 2 3 4 5; do echo line $i; sleep 0.05; done"
+    with subprocess.Popen(["sh", "-c", held(command)], stdout=subprocess.PIPE) as p:
+        assert p.stdout is not None
+        first = os.read(p.stdout.fileno(), 65536)
+        rest = p.stdout.read()
+    assert first == b"".join(f"line {i}\n".encode() for i in range(1, 6))
+    assert rest == b""
+
+
+def test_a_read_with_probes_through_the_held_output() -> None:
+    probes = [Probe("yes", "true"), Probe("no", "false"), Probe("quiet", "echo noise; exit 0")]
+    facts, found = read_host(LocalTransport(), files=["/etc/hostname"], probes=probes)
+    assert found == {"yes": True, "no": False, "quiet": True}
+    assert "/etc/hostname" in facts.files
+    assert MARK not in str(facts.files)
