@@ -23,16 +23,17 @@ def fresh_view(facts: HostFacts) -> HostFacts:
     """`facts` as if nothing of the stack were installed.
 
     Kept, as they are the machine's and its Ubuntu's: the release and architecture, the
-    kernels, the GPUs and NVSwitches on the PCI bus, Secure Boot and the firmware's enrolled
-    key, what Ubuntu's apt offers, the container runtimes, packages outside the stack's.
-    Cleared, as a fresh host has none of it: the stack's packages (those the components'
-    dpkg patterns list, held or not), the loaded module, nvidia-smi, DKMS, the fabric,
-    toolkits and the cuda alternative, cuDNN and NCCL, the apt sources and keyrings the
-    repositories' roles add, conda and its envs, the managed files, gpunode's holds and
-    journal, the CDI spec. Cleared too, as they are this host's moment, not a fresh one's:
-    the processes using the GPUs, dpkg's lock holder and half-done packages, and the disks
-    (a converged host's free space is what the stack left; each host's own plan checks its
-    space)."""
+    kernels installed and booted, the GPUs and NVSwitches on the PCI bus, Secure Boot and
+    the firmware's enrolled key, what Ubuntu's apt offers, the container runtimes, the
+    packages outside the stack's. Cleared, as a fresh host has none of it: the stack's
+    packages (those the components' dpkg patterns list, held or not), the kernels' headers
+    (the driver's role installs them, for DKMS), the loaded module, nvidia-smi, DKMS, the
+    fabric, toolkits and the cuda alternative, cuDNN and NCCL, the apt sources and
+    keyrings the repositories' roles add, conda and its envs, the managed files,
+    gpunode's holds and journal, the CDI spec. Cleared too, as they are this host's
+    moment, not a fresh one's: the processes using the GPUs, dpkg's lock holder and
+    half-done packages, and the disks (a converged host's free space is what the stack
+    left; each host's own plan checks its space)."""
     patterns = dpkg_patterns()
     return facts.model_copy(
         update={
@@ -42,6 +43,7 @@ def fresh_view(facts: HostFacts) -> HostFacts:
             },
             "module": KernelModule(),
             "smi": NvidiaSmi(),
+            "kernels": facts.kernels.model_copy(update={"headers": []}),
             "dkms": [],
             "fabric": Fabric(),
             "toolkits": [],

@@ -7,6 +7,7 @@ installer, a wheel or the env's Python the mirror does not hold is refused at pl
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import functools
 import hashlib
@@ -19,6 +20,7 @@ import sys
 import threading
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +109,23 @@ def answers(url: str) -> bool:
         return False
 
 
+@contextlib.contextmanager
+def serving(lab: Lab, folder: Path) -> Iterator[str]:
+    """`gpunode mirror serve` of `folder` on a free loopback port, until the block ends:
+    its URL, once it answers."""
+    port = closed_port()
+    serve = ["mirror", "serve", str(folder), "--bind", f"127.0.0.1:{port}"]
+    served = subprocess.Popen([sys.executable, "-m", "gpunode", *serve], env=lab.env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        local = f"http://127.0.0.1:{port}"
+        until(lambda: answers(f"{local}/ubuntu2204/x86_64/InRelease"), 30, "the mirror serving")
+        yield local
+    finally:
+        served.terminate()
+        served.wait(10)
+
+
 def test_a_fresh_host_converges_from_the_mirror_with_the_upstream_gone(
     lab: Lab, tmp_path: Path
 ) -> None:
@@ -147,13 +166,7 @@ def test_a_fresh_host_converges_from_the_mirror_with_the_upstream_gone(
     for name in ("InRelease", "Packages"):  # NVIDIA's signed indexes, byte for byte
         upstream_file = tmp_path / "upstream" / "ubuntu2204" / "x86_64" / name
         assert (folder / name).read_bytes() == upstream_file.read_bytes()
-    port = closed_port()
-    serve = ["mirror", "serve", str(out), "--bind", f"127.0.0.1:{port}"]
-    served = subprocess.Popen([sys.executable, "-m", "gpunode", *serve], env=lab.env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    try:
-        local = f"http://127.0.0.1:{port}"
-        until(lambda: answers(f"{local}/ubuntu2204/x86_64/InRelease"), 30, "the mirror serving")
+    with serving(lab, out) as local:
         inv = inventory(lab, tmp_path / "mirrored", local, mirror=True)
 
         # a file the mirror does not hold (its manifest) is refused at plan time, named
@@ -194,9 +207,6 @@ def test_a_fresh_host_converges_from_the_mirror_with_the_upstream_gone(
         assert {"torch", "torchvision", "tqdm"} <= set(wanted), commands
         code, evs = apply(lab, inv, "--limit", HOST, "--no-smoke")
         assert code == 0, [e.get("message") for e in of(evs, "host-finished", HOST)]
-    finally:
-        served.terminate()
-        served.wait(10)
     have = packages(inv, HOST)
     installed = {n: have.get(n, ("absent",))[0] for n in planned}
     assert all(fnmatch.fnmatchcase(installed[n], v) for n, v in planned.items()), installed

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from gpunode.execute.host import Options
-from gpunode.facts.model import Conda, CondaEnvFacts, HostFacts
+from gpunode.facts.model import Conda, CondaEnvFacts, HostFacts, Kernels
 from gpunode.mirror.fresh import fresh_plan, fresh_view
 from gpunode.mirror.needs import Needs, _host_needs
 from gpunode.plan import probes_for
@@ -93,7 +93,8 @@ def test_a_converged_host_mirrors_what_a_fresh_host_of_its_stack_installs() -> N
 
 
 def test_the_fresh_view_keeps_the_machine_and_drops_the_stack() -> None:
-    have = converged()
+    k = converged().kernel
+    have = converged().model_copy(update={"kernels": Kernels(installed=[k], headers=[k])})
     view = fresh_view(have)
     assert (view.os, view.arch, view.kernel, view.pci_gpus) == (
         have.os, have.arch, have.kernel, have.pci_gpus
@@ -102,3 +103,5 @@ def test_the_fresh_view_keeps_the_machine_and_drops_the_stack() -> None:
     assert have.module.loaded and not view.module.loaded and not view.smi.ok
     assert have.toolkits and not view.toolkits and view.cuda_alternative is None
     assert (view.cudnn_version, view.nccl_version, view.conda.envs) == (None, None, [])
+    # the headers the driver's role installed: a fresh host's plan installs them again
+    assert (view.kernels.installed, view.kernels.headers) == ([k], [])
