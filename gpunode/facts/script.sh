@@ -44,6 +44,14 @@ hash_files() {
 # --only-files: the files a plan named after the facts were read, in the probes' round trip
 if [ -n "$only_files" ]; then section files; hash_files; section end; exit 0; fi
 
+# nvidia-smi takes tens of ms to reach the driver: it runs while the sections below are
+# read, into a file only this user can read, and its output is printed in its own section.
+smi_file=
+if have nvidia-smi && smi_file=$(mktemp 2>/dev/null); then
+  trap 'rm -f "$smi_file"' EXIT
+  nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,memory.total,memory.used,utilization.gpu,temperature.gpu,power.draw,power.limit,clocks.sm,persistence_mode,driver_version --format=csv,noheader,nounits >"$smi_file" 2>&1 &
+  smi_pid=$!
+fi
 section hostname
 hostname 2>/dev/null || cat /proc/sys/kernel/hostname
 section os-release
@@ -103,21 +111,26 @@ section smi-query
 # smi_idle: every GPU answered with 0 MiB in use. A CUDA context holds device memory, so
 # then no process computes on them and the compute-apps query (gpu-procs) is not needed.
 smi_idle=
-if have nvidia-smi; then
+smi=
+if [ -n "$smi_file" ]; then
+  wait "$smi_pid"
+  rc=$?
+  smi=$(cat "$smi_file")
+elif have nvidia-smi; then  # no temporary file could be made: run it here
   smi=$(nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,memory.total,memory.used,utilization.gpu,temperature.gpu,power.draw,power.limit,clocks.sm,persistence_mode,driver_version --format=csv,noheader,nounits 2>&1)
   rc=$?
-  [ -n "$smi" ] && printf '%s\n' "$smi"
-  echo "rc=$rc"
-  if [ "$rc" = 0 ] && [ -n "$smi" ]; then
-    smi_idle=yes
-    while IFS=, read -r _ _ _ _ _ used _; do
-      [ "$used" = " 0" ] || smi_idle=
-    done <<EOF
+else
+  rc=missing
+fi
+[ -n "$smi" ] && printf '%s\n' "$smi"
+echo "rc=$rc"
+if [ "$rc" = 0 ] && [ -n "$smi" ]; then
+  smi_idle=yes
+  while IFS=, read -r _ _ _ _ _ used _; do
+    [ "$used" = " 0" ] || smi_idle=
+  done <<EOF
 $smi
 EOF
-  fi
-else
-  echo "rc=missing"
 fi
 section packages
 if have dpkg-query; then
@@ -125,7 +138,7 @@ if have dpkg-query; then
   set -f
   # shellcheck disable=SC2086
   dpkg-query -W -f '${Package}\t${Version}\t${Status}\n' $packages \
-    2>/dev/null | grep -v '	not-installed$' | grep -v 'ok not-installed$'
+    2>/dev/null | grep -v -e '	not-installed$' -e 'ok not-installed$'
   set +f
 fi
 section apt-sources
@@ -165,20 +178,29 @@ done
 # after symlinks) that is not root's alone: "UID MODE DIR". A user who can write one could
 # plant PREFIX/bin/conda, which root would run.
 unsafe_dir() {
-  for path in "$1" "$(readlink -f -- "$1" 2>/dev/null)"; do
+  # every existing directory from the prefix (and where it resolves to) up to /, in that
+  # order, through one stat: the first not root's, or group/other-writable, is named
+  start=$1
+  set --
+  for path in "$start" "$(readlink -f -- "$start" 2>/dev/null)"; do
     d=$path
     while [ -n "$d" ]; do
-      if [ -e "$d" ] || [ -L "$d" ]; then
-        set -- $(stat -c '%u %a %F' -- "$d" 2>/dev/null) x x x
-        if [ "$1" != 0 ]; then printf '%s %s %s\n' "$1" "$2" "$d"; return; fi
-        case "$3 $2" in
-          "symbolic "*) ;;
-          *[2367]?|*[2367]) printf '%s %s %s\n' "$1" "$2" "$d"; return ;;
-        esac
-      fi
+      if [ -e "$d" ] || [ -L "$d" ]; then set -- "$@" "$d"; fi
       [ "$d" = / ] && break
       d=${d%/*}; d=${d:-/}
     done
+  done
+  [ $# -gt 0 ] || return 0
+  # a directory stat cannot read is unsafe too: then each is asked alone, "x x DIR" for it
+  lines=$(stat -c '%u %a %F|%n' -- "$@" 2>/dev/null) ||
+    lines=$(for d in "$@"; do stat -c '%u %a %F|%n' -- "$d" 2>/dev/null || echo "x x x|$d"; done)
+  printf '%s\n' "$lines" | while IFS='|' read -r info d; do
+    set -- $info x x x
+    if [ "$1" != 0 ]; then printf '%s %s %s\n' "$1" "$2" "$d"; break; fi
+    case "$3 $2" in
+      "symbolic "*) ;;
+      *[2367]?|*[2367]) printf '%s %s %s\n' "$1" "$2" "$d"; break ;;
+    esac
   done
 }
 section conda
@@ -203,15 +225,13 @@ for p in $conda_prefixes; do
   done
 done
 section dpkg-lock
+# /proc/locks names the holder without needing root (fuser would): the pid on each line
+# whose inode is a dpkg lock's (awk: a shell loop over /proc/locks costs ms per hundred lines)
 for l in /var/lib/dpkg/lock-frontend /var/lib/dpkg/lock; do
   [ -e "$l" ] || continue
   ino=$(stat -c %i "$l" 2>/dev/null) || continue
-  # /proc/locks names the holder without needing root (fuser would)
-  while read -r _n _k _a _m pid id _rest; do
-    case "$id" in
-      *:"$ino") printf '%s %s %s\n' "$l" "$pid" "$(cat "/proc/$pid/comm" 2>/dev/null)" ;;
-    esac
-  done < /proc/locks
+  awk -v ino=":$ino" 'substr($6, length($6) - length(ino) + 1) == ino { print $5 }' /proc/locks |
+    while read -r pid; do printf '%s %s %s\n' "$l" "$pid" "$(cat "/proc/$pid/comm" 2>/dev/null)"; done
 done
 section dpkg-audit
 [ -d /var/lib/dpkg/updates ] && ls -A /var/lib/dpkg/updates 2>/dev/null | head -n 5 | sed 's/^/updates /'
