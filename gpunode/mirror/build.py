@@ -30,8 +30,9 @@ from gpunode.mirror.condachan import CondaSet
 from gpunode.mirror.files import read_manifest, write_manifest
 from gpunode.mirror.needs import Download, Folder
 from gpunode.mirror.wheels import PipSet
-from gpunode.repoindex import PackageVersion, parse_packages, safe_opener
+from gpunode.repoindex import PackageVersion, parse_packages
 from gpunode.repoindex.decompress import BadData, TooLarge, decompress
+from gpunode.repoindex.opener import safe_opener
 
 INDEXES = ("InRelease", "Release", "Release.gpg", "Packages", "Packages.gz", "Packages.xz")
 MAX_INDEX = 256 * 1024 * 1024

@@ -21,7 +21,6 @@ from gpunode.repoindex.fetch import (
     Source,
     default_cache_dir,
     normalize_repo_url,
-    safe_opener,
 )
 from gpunode.repoindex.packages import PackageIndex, PackageVersion, parse_packages
 
@@ -39,5 +38,4 @@ __all__ = [
     "default_cache_dir",
     "normalize_repo_url",
     "parse_packages",
-    "safe_opener",
 ]

@@ -8,22 +8,22 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import http.client
 import json
 import os
 import tempfile
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 from gpunode import __version__
 from gpunode.repoindex.decompress import BadData, TooLarge, decompress
 from gpunode.repoindex.packages import PackageIndex, parse_packages
+
+if TYPE_CHECKING:
+    from urllib.request import OpenerDirector
 
 Source = Literal["fetched", "not modified (cached)", "cached, server unreachable"]
 FETCHED: Final = "fetched"
@@ -102,45 +102,6 @@ class _Failure(Exception):
         self.url, self.reason, self.try_next = url, reason, try_next
 
 
-class _SafeRedirects(urllib.request.HTTPRedirectHandler):
-    # The base class refuses most schemes but follows ftp://; we follow only http(s).
-    def http_error_302(
-        self,
-        req: urllib.request.Request,
-        fp: Any,
-        code: int,
-        msg: str,
-        headers: http.client.HTTPMessage,
-    ) -> Any:
-        location = headers.get("location") or headers.get("uri")
-        if location:
-            target = urllib.parse.urljoin(req.full_url, location)
-            if urllib.parse.urlsplit(target).scheme not in _SCHEMES:
-                raise _Failure(
-                    _redact(req.full_url),
-                    f"redirect to {_redact(target)} refused: only http and https are followed",
-                )
-        return super().http_error_302(req, fp, code, msg, headers)
-
-    http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
-
-
-def safe_opener() -> urllib.request.OpenerDirector:
-    """An opener for http(s) only: no file:, ftp: or data: handler, redirects to http(s) only."""
-    # Built by hand so no file:, ftp: or data: handler is ever present.
-    opener = urllib.request.OpenerDirector()
-    for handler in (
-        urllib.request.ProxyHandler(),
-        urllib.request.HTTPHandler(),
-        urllib.request.HTTPSHandler(),
-        _SafeRedirects(),
-        urllib.request.HTTPDefaultErrorHandler(),
-        urllib.request.HTTPErrorProcessor(),
-    ):
-        opener.add_handler(handler)
-    return opener
-
-
 def _why(err: object, timeout: float) -> str:
     if isinstance(err, ConnectionRefusedError):
         return "connection refused"
@@ -188,7 +149,10 @@ class IndexCache:
         self.timeout = timeout
         self.total_timeout = total_timeout
         self.max_bytes = max_bytes
-        self._opener = safe_opener()
+        # Made on the first download, with http.client and urllib.request imported then: the
+        # HTTPS handler loads the system's CA certificates (~20 ms), which a run that
+        # downloads nothing (a converged host, a cached index) does not need.
+        self._opener: OpenerDirector | None = None
         self._lock = threading.Lock()
         self._slots: dict[str, _Slot] = {}
         self._manifests: dict[str, dict[str, str] | None] = {}
@@ -293,10 +257,21 @@ class IndexCache:
         if cached is not None and cached.last_modified:
             headers["If-Modified-Since"] = cached.last_modified
         deadline = time.monotonic() + self.total_timeout
+        import http.client
+        import urllib.error
+        import urllib.request
+
+        from gpunode.repoindex.opener import RedirectRefused, safe_opener
+
         try:
+            if self._opener is None:
+                self._opener = safe_opener()
             resp = self._opener.open(
                 urllib.request.Request(url, headers=headers), timeout=self.timeout
             )
+        except RedirectRefused as e:
+            why = f"redirect to {_redact(e.target)} refused: only http and https are followed"
+            raise _Failure(_redact(e.url), why) from None
         except urllib.error.HTTPError as e:
             e.close()
             if e.code == 304 and cached is not None:
