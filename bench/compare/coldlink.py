@@ -2,7 +2,8 @@
 and ansible-core, side by side in one run (docs/benchmarks.md, "Cold apply over a 100
 Mbit/s upstream").
 
-    sudo python -m bench.compare.coldlink --hosts 10 --scale 50 --mbit 100 --doc docs/benchmarks.md
+    sudo python -m bench.compare.coldlink --hosts 10 --scale 10 --mbit 100 --runs 3 \
+        --tools gpunode-mirror,pyinfra --once gpunode,ansible --doc docs/benchmarks.md
 
 The lab's repository is the upstream. Its packages of the stack weigh their real size / S
 (GPUNODE_LAB_PAD_SCALE, gpunode_lab/repo/padding.py), and traffic to and from its address
@@ -11,7 +12,8 @@ hosts; bytes taken from upstream are summed from the repository's access log
 (bench/compare/upstream.py); every host's dpkg database, holds and files are checked
 against the stack after each run. "gpunode + mirror" is `gpunode mirror build` (through
 the limited link, once) then `gpunode apply` with repos.nvidia at `gpunode mirror serve`
-on another loopback address, which the limit does not touch (the site's LAN).
+on another loopback address, which the limit does not touch (the site's LAN). The machine's
+1-minute load average is sampled during each run: other work may share the machine.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -54,7 +57,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--scale", type=int, default=50, help="packages weigh real size / SCALE")
     p.add_argument("--mbit", type=float, default=100.0, help="the upstream link, Mbit/s")
     p.add_argument("--runs", type=int, default=1, help="rounds of every tool")
-    p.add_argument("--tools", default=",".join(TOOLS))
+    p.add_argument("--tools", default=",".join(TOOLS), help="tools run in every round")
+    p.add_argument("--once", default="", help="tools run in the last round only")
     suffix = f"-slot{slot}" if slot else ""
     p.add_argument("--state", type=Path, default=Path(f"/var/tmp/gpunode-coldlink{suffix}"))
     p.add_argument("--venv", type=Path, default=None, help="a venv with ansible-core, pyinfra")
@@ -75,6 +79,30 @@ def link_check(url: str) -> tuple[int, float]:
         while chunk := resp.read(1 << 20):
             n += len(chunk)
     return n, time.monotonic() - start
+
+
+@contextlib.contextmanager
+def load_sampled(into: dict[str, Any], every: float = 5.0) -> Iterator[None]:
+    """The machine's 1-minute load average while the block runs, into["load"]: min, median,
+    max of samples every `every` s (other work on the machine slows every tool's apt/dpkg)."""
+    samples: list[float] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        while True:
+            samples.append(os.getloadavg()[0])
+            if stop.wait(every):
+                return
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        into["load"] = {"min": min(samples), "median": statistics.median(samples),
+                        "max": max(samples)}  # fmt: skip
 
 
 def biggest_deb(repo_dir: Path) -> Path:
@@ -138,7 +166,10 @@ class ColdLink:
         a = self.a
         venv = a.venv or a.state / "venv"
         tools = [t for t in a.tools.split(",") if t]
-        if {"pyinfra", "ansible"} & set(tools):
+        once = [t for t in a.once.split(",") if t]
+        if unknown := set(tools + once) - set(TOOLS):
+            sys.exit(f"unknown tools: {', '.join(sorted(unknown))} (known: {', '.join(TOOLS)})")
+        if {"pyinfra", "ansible"} & set(tools + once):
             ensure_venv(venv, self.say)
         try:
             self.up()
@@ -161,7 +192,8 @@ class ColdLink:
                 }
                 self.say(f"link: {n / 2**20:.1f} MiB in {secs:.2f} s shaped, {free:.2f} s not")
                 for i in range(a.runs):
-                    for name in tools:
+                    last = once if i == a.runs - 1 else []
+                    for name in tools + last:
                         self.one(name, i, t, stack, venv, log)
         finally:
             if not a.keep_lab:
@@ -178,9 +210,40 @@ class ColdLink:
         shutil.rmtree(cache, ignore_errors=True)
         label = f"{name}-{len(names)}h-cold-{i}"
         r: dict[str, Any] = {"tool": name, "run": i, "hosts": len(names)}
-        expect = stack["expect"]
         start = upstream.offset(log)
+        with load_sampled(r):
+            expect = self.measured(name, label, r, t, stack, venv, cache)
+        r["upstream"] = upstream.count(log, start).as_dict()
+        snaps = self.lab.snapshots(names, expect["files"])
+        bad = {h: p for h in names if (p := problems(snaps[h], expect))}
+        r["converged"] = not bad
+        if bad:
+            r["problems"] = bad
+        up = r["upstream"]
+        self.say(
+            f"{label}: rc={r['rc']} wall={r['wall_s']:.1f}s upstream={up['bytes'] / 2**20:.1f}"
+            f" MiB ({up['debs']} .debs) load={r['load']['median']:.1f}"
+            + ("" if not bad else f" NOT CONVERGED: {bad}")
+        )
+        self.runs.append(r)
+        self.save()
+
+    def measured(
+        self,
+        name: str,
+        label: str,
+        r: dict[str, Any],
+        t: Target,
+        stack: dict[str, Any],
+        venv: Path,
+        cache: Path,
+    ) -> dict[str, Any]:
+        """One tool's cold apply (for gpunode-mirror: the build, then the apply) into `r`;
+        returns the state the hosts must then be in."""
+        log = self.lab.dir / "repo-access.log"
+        expect = stack["expect"]
         if name == "gpunode-mirror":
+            start = upstream.offset(log)
             mirror = self.work / "mirror"
             shutil.rmtree(mirror, ignore_errors=True)
             tool = Tool("gpunode", venv, self.work, env={"GPUNODE_CACHE_DIR": str(cache)})
@@ -209,19 +272,7 @@ class ColdLink:
                 tool.env = {"GPUNODE_CACHE_DIR": str(cache)}
             m = self.bench.measure(tool, t, label)
         r.update(m)
-        r["upstream"] = upstream.count(log, start).as_dict()
-        snaps = self.lab.snapshots(names, expect["files"])
-        bad = {h: p for h in names if (p := problems(snaps[h], expect))}
-        r["converged"] = not bad
-        if bad:
-            r["problems"] = bad
-        up = r["upstream"]
-        self.say(
-            f"{label}: rc={r['rc']} wall={r['wall_s']:.1f}s upstream={up['bytes'] / 2**20:.1f}"
-            f" MiB ({up['debs']} .debs)" + ("" if not bad else f" NOT CONVERGED: {bad}")
-        )
-        self.runs.append(r)
-        self.save()
+        return expect
 
     def mirror_inventory(
         self, t: Target, stack: dict[str, Any], base: str
@@ -273,7 +324,7 @@ def table(doc: dict[str, Any]) -> str:
     head = ["tool", "runs", "wall s", "min-max s", "of it: mirror build s", "upstream MiB",
             "of it: indexes MiB", ".debs sent", "x one host's packages",
             f"projected: sizes x{scale}, this link, s",
-            "faster than pyinfra: measured / projected"]  # fmt: skip
+            "faster than pyinfra: measured / projected", "load avg: median (max)"]  # fmt: skip
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     once = None
     if "gpunode-mirror" in by:
@@ -300,10 +351,14 @@ def table(doc: dict[str, Any]) -> str:
         vs = ""
         if base and tool != "pyinfra":
             vs = f"{_med(base, 'wall_s') / wall:.2f}x / {proj['pyinfra'] / proj[tool]:.2f}x"
+        load = ""
+        if all("load" in r for r in rs):  # sampled since 2026-12-04's S = 10 run
+            med = statistics.median(r["load"]["median"] for r in rs)
+            load = f"{med:.1f} ({max(r['load']['max'] for r in rs):.1f})"
         lines.append(
             f"| {tool}{flag} | {len(rs)} | {wall:.1f} | {span} | {build} | {up / 2**20:.1f} |"
             f" {idx / 2**20:.2f} | {debs:.0f} |"
-            f" {times} | {proj[tool]:.0f} | {vs} |"
+            f" {times} | {proj[tool]:.0f} | {vs} | {load} |"
         )
     return "\n".join(lines) + "\n"
 
