@@ -241,7 +241,7 @@ class ColdLink:
         """One tool's cold apply (for gpunode-mirror: the build, then the apply) into `r`;
         returns the state the hosts must then be in."""
         log = self.lab.dir / "repo-access.log"
-        expect = stack["expect"]
+        expect: dict[str, Any] = stack["expect"]
         if name == "gpunode-mirror":
             start = upstream.offset(log)
             mirror = self.work / "mirror"
