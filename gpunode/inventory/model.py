@@ -388,10 +388,7 @@ class CondaEnv(Strict):
             if rel is not None and base is not None:
                 self._texts[key] = text = spec_file_text(Path(base), rel, secret=self.secret)
                 # FILE:LINE of what cannot work on a host (-r of another file, a local path)
-                read = (
-                    specfiles.environment if key == "environment_file" else specfiles.requirements
-                )
-                read(text, rel, env="", index_url=None)
+                specfiles.check(key.removesuffix("_file"), text, rel)
         return self
 
     @property

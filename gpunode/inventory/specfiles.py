@@ -11,6 +11,7 @@ index (`--find-links`, `-e`, a URL, `--no-binary`); a mirror cannot serve those.
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -105,6 +106,16 @@ class _Pip:
         )  # fmt: skip
 
 
+@functools.cache
+def check(kind: str, text: str, where: str) -> None:
+    """ValueError naming FILE:LINE of what cannot work on a host; once per file's text (the
+    inventory reads a file once per host that merges it)."""
+    if kind == "environment":
+        environment(text, where, env="", index_url=None)
+    else:
+        requirements(text, where, env="", index_url=None)
+
+
 def requirements(text: str, where: str, *, env: str, index_url: str | None) -> Packages:
     """A requirements.txt's pip install: `index_url` unless the file names its own."""
     pip = _Pip(where)
@@ -145,7 +156,8 @@ def environment(text: str, where: str, *, env: str, index_url: str | None) -> tu
     for i, c in enumerate(listed("channels")):
         if not isinstance(c, str) or not _CHANNEL.fullmatch(c):
             raise ValueError(f"{at('channels', i)}: {c!r} is not a conda channel or its URL")
-        channels.append(c.rstrip("/"))
+        if c != "nodefaults":  # conda's word for "not the defaults too", not a channel
+            channels.append(c.rstrip("/"))
     specs: list[str] = []
     named: list[str] = []  # channels a spec names (conda-forge::numpy)
     pip: _Pip | None = None

@@ -47,13 +47,13 @@ MIRRORED = {"pytorch_index": "/pytorch", "pypi_index": "/simple",
             "nvidia_container": "/libnvidia-container"}  # fmt: skip
 
 
-def inventory(lab: Lab, tmp: Path, url: str, mirror: bool) -> Path:
+def inventory(lab: Lab, tmp: Path, url: str, mirror: bool, stack: dict[str, Any] = STACK) -> Path:
     """The lab's inventory with every repository at `url`: the lab's layout (an upstream
     copy), or the mirror's."""
     from ruamel.yaml import YAML
 
     yaml = YAML()
-    path = lab.inventory(tmp, **STACK)
+    path = lab.inventory(tmp, **stack)
     doc = yaml.load(path.read_text())
     repos = doc["defaults"]["repos"]
     base, _ = lab_repo(lab)

@@ -28,6 +28,7 @@ ENVIRONMENT_YML = f"""\
 name: train
 channels:
   - {CHANNEL}
+  - nodefaults
 dependencies:
   - _libgcc_mutex=0.1=conda_forge
   - python=3.11.11=h9e4cc4f_1_cpython
@@ -190,7 +191,7 @@ def test_an_environment_files_channels_and_pip_index_reach_the_mirror(tmp_path: 
     assert pip_sets("t", pip, host, fresh_facts(), problems) == set()
     # the line is named, not its URL (an index URL may carry a token)
     assert problems == {
-        "gpu1": "t: pip's index envs/t.yml:11 is neither repos.pytorch_index nor"
+        "gpu1": "t: pip's index envs/t.yml:12 is neither repos.pytorch_index nor"
         " repos.pypi_index: its wheels are not mirrored"
     }
 
