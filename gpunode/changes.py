@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -43,6 +44,12 @@ class Packages:
     token); empty: the task's."""
     unmirrorable: str | None = None
     """FILE:LINE and why, of a line a mirror cannot serve (--find-links, a URL)."""
+
+    @property
+    def index_shown(self) -> str | None:
+        """pip's index as messages name it: the file's line when the file names it (its URL
+        may hold a token), else its URL."""
+        return self.origin if re.search(r":[0-9]+\Z", self.origin) else self.index_url
 
 
 @dataclass(frozen=True)

@@ -153,7 +153,7 @@ def pip_sets(
     index = _pip_index(takes.index_url, host)
     if index is None:
         problems[host.name] = (
-            f"{title}: pip's index {takes.origin or takes.index_url} is neither"
+            f"{title}: pip's index {takes.index_shown} is neither"
             " repos.pytorch_index nor repos.pypi_index: its wheels are not mirrored"
         )
         return set()

@@ -83,14 +83,14 @@ def _unmirrored_wheels(title: str, takes: Packages, manifest: Manifest) -> str |
         m = _SPEC.fullmatch(spec)  # name==version; a range or a marker is pip's to meet
         if m and (pep503_name(m[1]), _release(m[2])) not in have:
             return (
-                f"{title}: the mirror's index {takes.index_url} holds no wheel of {m[1]}"
+                f"{title}: the mirror's index {takes.index_shown} holds no wheel of {m[1]}"
                 f" {m[2]}{_of(takes)}: run `gpunode mirror` for this inventory again"
             )
     return None
 
 
 def _of(takes: Packages) -> str:
-    return f" ({takes.origin})" if takes.origin else ""
+    return f" ({takes.origin})" if takes.origin and takes.origin != takes.index_shown else ""
 
 
 # name=version[=build], name==version, `name ==version`, `name version [build]`

@@ -233,3 +233,14 @@ def test_what_a_mirror_cannot_serve_is_named_by_the_mirror_and_the_check(tmp_pat
         f"conda: conda env t from its requirements file: {why}"
     )
     assert unmirrored(host, plan.changes, lambda _: None) is None  # not a gpunode mirror
+
+
+def test_an_index_the_file_names_is_named_by_its_line_never_its_url(tmp_path: Path) -> None:
+    index = "http://user:tok3n@127.0.0.1:8470/simple"
+    host, plan = planned(tmp_path, None, f"# ours\n--index-url {index}\neinops==0.8.1\n")
+    held = {f"{index}/": {"numpy-1.26.4-py3-none-any.whl": "a" * 64}}
+    why = unmirrored(host, plan.changes, held.get)
+    assert why == (
+        "conda: conda env t from its requirements file: the mirror's index envs/t.txt:2 holds"
+        " no wheel of einops 0.8.1: run `gpunode mirror` for this inventory again"
+    )
