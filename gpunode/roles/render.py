@@ -332,13 +332,88 @@ def render(value: Any, ctx: dict[str, Any]) -> Any:
 
 
 def render_template(templates: Path, name: str, ctx: dict[str, Any]) -> str:
+    """The role's template file rendered with `ctx`. A render is a pure function of the
+    file and the values it reads: one whose values are all plain data (text, numbers,
+    tuples and mappings of them) and equal to an earlier render's, byte for byte, is that
+    render's text (fifty hosts of one stack render each file once; a host's own value,
+    its facts, a pydantic model, renders again). The file is read once a process, as the
+    roles' other files are (roles.loader)."""
+    free = _FREE.get((templates, name))
+    key = _plain_key(templates, name, free, ctx) if free is not None else None
+    if key is not None and (text := _RENDERED.get(key)) is not None:
+        return text
     _own_file(templates, name)
     template, linear = _compiling(lambda: _env(templates).get_template(name))
     if template in _LINEAR_FILES:  # Jinja's cached template: compiled earlier, judged then
         linear = _LINEAR_FILES[template]
     else:
         _LINEAR_FILES[template] = linear
-    return template.render(**ctx) if linear else _bounded(lambda: template.render(**ctx))
+    text = template.render(**ctx) if linear else _bounded(lambda: template.render(**ctx))
+    if free is None:
+        free = _FREE.setdefault((templates, name), _free_names(templates, name))
+        key = _plain_key(templates, name, free, ctx)
+    if key is not None:
+        if len(_RENDERED) >= MAX_RENDERS_KEPT:
+            _RENDERED.clear()
+        _RENDERED[key] = text
+    return text
+
+
+MAX_RENDERS_KEPT = 1024
+_RENDERED: dict[tuple[Any, ...], str] = {}
+"""Template files' texts by (folder, name, the plain values they read)."""
+_FREE: dict[tuple[Path, str], frozenset[str] | None] = {}
+"""The names a template file reads from its context; None: it includes another file."""
+
+
+def _free_names(templates: Path, name: str) -> frozenset[str] | None:
+    from jinja2 import meta
+
+    env = _env(templates)
+    assert env.loader is not None
+    ast = env.parse(env.loader.get_source(env, name)[0])
+    if any(True for _ in ast.find_all((nodes.Include, nodes.Import, nodes.FromImport,
+                                        nodes.Extends))):  # fmt: skip
+        return None  # the other file's names are not this one's
+    return frozenset(meta.find_undeclared_variables(ast))
+
+
+def _plain_key(
+    templates: Path, name: str, free: frozenset[str] | None, ctx: dict[str, Any]
+) -> tuple[Any, ...] | None:
+    if free is None:
+        return None
+    values = []
+    for n in sorted(free):
+        v = _plain(ctx.get(n, _plain))
+        if v is None:
+            return None
+        values.append((n, v))
+    return (str(templates), name, tuple(values))
+
+
+_PLAIN_ATOMS = (str, int, float, bool, type(None))
+
+
+def _plain(value: Any, depth: int = 0) -> Any:
+    """`value` as a key that equals another's only for the same data of the same types;
+    None when it is not plain data (a model, an object, too deep)."""
+    if value is _plain:
+        return ("undefined",)  # a name the context lacks: a global of Jinja's, or an error
+    kind = type(value)
+    if kind in _PLAIN_ATOMS:
+        return (kind, value)
+    if depth > 8:
+        return None
+    if kind in (tuple, list) or (isinstance(value, tuple) and hasattr(kind, "_fields")):
+        items = [_plain(v, depth + 1) for v in value]
+        return None if None in items else (kind, tuple(items))
+    if kind is dict:
+        pairs = [(_plain(k, depth + 1), _plain(v, depth + 1)) for k, v in value.items()]
+        if any(k is None or v is None for k, v in pairs):
+            return None
+        return (kind, tuple(pairs))
+    return None
 
 
 def _own_file(templates: Path, name: str) -> None:
