@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import cache
 from typing import TYPE_CHECKING
 
 from gpunode.transport.base import Transport
@@ -55,6 +56,7 @@ def open_transport(host: Host, *, become_password: Secret | None = None) -> Tran
 PARAMIKO_FLOOR = (3, 4)
 
 
+@cache  # asked for each host: reading the metadata is a walk of sys.path's folders
 def paramiko_problem() -> str | None:
     """Why the installed paramiko must not be used, or None (read from its metadata,
     without importing it)."""
