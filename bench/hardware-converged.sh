@@ -5,15 +5,23 @@
 # figures beside nvidia-smi's.
 #
 #   bench/hardware-converged.sh BEFORE [RUNS]   (as root; wheels in .whl/, see docs/hardware.md)
+#
+# PYTHONS="python3 /usr/bin/python3" measures with each interpreter in turn (default: the
+# first python3 on PATH, on the device machines the PyTorch venv's, whose .pth hooks run at
+# every start; /usr/bin/python3 is the system's, as a pipx or venv install of gpunode has it).
+# SKIP_EXPORTER=1 leaves out the exporter's memory figures.
 set -u
 cd "$(dirname "$0")/.."
 before=$(realpath "$1")
 runs=${2:-9}
 unset PYTHONDONTWRITEBYTECODE
 . bench/hardware-env.sh
-after=$PWD
+after=$(realpath "${AFTER:-$PWD}")  # AFTER=DIR: another tree than this checkout
 site=${PYTHONPATH%%:*}
-python3 -m compileall -q "$site" "$after/gpunode" "$before/gpunode" >/dev/null
+pythons=${PYTHONS:-python3}
+for py in $pythons; do
+  $py -m compileall -q "$site" "$after/gpunode" "$before/gpunode" >/dev/null
+done
 gpus=$(nvidia-smi -L | grep -c '^GPU ')
 inv=$(mktemp -d)/inventory.yaml
 cat >"$inv" <<YAML
@@ -33,26 +41,30 @@ export GPUNODE_STATE_DIR=$(mktemp -d) GPUNODE_CACHE_DIR=$(mktemp -d)
 apply() {  # apply TREE: one converged apply's wall ms; its recap kept in /tmp/apply.txt
   local s e
   s=$(date +%s%N)
-  PYTHONPATH=$site:$1 python3 -m gpunode apply "$inv" --yes --no-tui --no-smoke >/tmp/apply.txt 2>&1
+  PYTHONPATH=$site:$1 $py -m gpunode apply "$inv" --yes --no-tui --no-smoke >/tmp/apply.txt 2>&1
   echo "exit $?" >>/tmp/apply.txt
   e=$(date +%s%N)
   echo $(((e - s) / 1000000))
 }
-for tree in "$before" "$after"; do  # converge once with each, and fill the role cache
-  apply "$tree" >/dev/null
-  tail -3 /tmp/apply.txt
-done
-b=() a=()
-for _ in $(seq "$runs"); do
-  b+=("$(apply "$before")")
-  a+=("$(apply "$after")")
-done
-tail -2 /tmp/apply.txt
 median() { printf '%s\n' "$@" | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
-echo "before: median $(median "${b[@]}") ms, runs ${b[*]}"
-echo "after:  median $(median "${a[@]}") ms, runs ${a[*]}"
+for py in $pythons; do
+  echo "== $py ($($py -V 2>&1)): a converged apply, ms"
+  for tree in "$before" "$after"; do  # converge once with each, and fill the role cache
+    apply "$tree" >/dev/null
+    tail -3 /tmp/apply.txt
+  done
+  b=() a=()
+  for _ in $(seq "$runs"); do
+    b+=("$(apply "$before")")
+    a+=("$(apply "$after")")
+  done
+  tail -2 /tmp/apply.txt
+  echo "before: median $(median "${b[@]}") ms, runs ${b[*]}"
+  echo "after:  median $(median "${a[@]}") ms, runs ${a[*]}"
+done
+[ -n "${SKIP_EXPORTER:-}" ] && exit 0
 echo "== the exporter (NVML) beside nvidia-smi, idle"
-PYTHONPATH=$site:$after python3 -m gpunode exporter "$inv" --listen 127.0.0.1:10140 --interval 1 \
+PYTHONPATH=$site:$after ${pythons%% *} -m gpunode exporter "$inv" --listen 127.0.0.1:10140 --interval 1 \
   >/tmp/exporter.log 2>&1 &
 pid=$!
 for _ in $(seq 100); do
