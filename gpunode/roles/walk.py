@@ -94,8 +94,9 @@ def walk(
     arguments rendered; a render error is the role's (RoleError), except, with `guess`, a
     value only the facts give: that task's files are hashed once the plan names them.
     `probes_only` (lenient walks only): a task whose operation never probes (a file, a
-    template, an apt package) is passed by unrendered: what it yields would give no probe,
-    and its template file is the walk's largest render."""
+    template, an apt package) is passed by unrendered, and a role with no other task is
+    passed by whole: what it yields would give no probe, and its template file is the
+    walk's largest render."""
     lenient = guess or resolved is None
     if probes_only and not lenient:
         raise ValueError("probes_only is for the lenient walks (no resolved versions)")
@@ -104,6 +105,8 @@ def walk(
         if only is not None and name not in only:
             continue
         role = load_role(_role_folder(name, search, tuple(host.stack.replace_builtin_roles)))
+        if probes_only and all(_never_probes(OPERATIONS.get(t.op)) for t in role.tasks):
+            continue  # nothing to ask the host: not even its defaults are rendered
         # The inventory's variables stay under `vars`: they never replace a role's defaults
         # (a built-in role's versions, paths and package names are its own).
         ctx = dict(base)
