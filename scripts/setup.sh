@@ -64,7 +64,7 @@ if ! "$venv/bin/python" -c '' 2>/dev/null; then
 fi
 pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
 if [[ $dev == 1 ]]; then
-  "${pip[@]}" -e '.[dev]' -e ./gpunode_lab
+  "${pip[@]}" -e '.[dev,mirror]' -e ./gpunode_lab
   # The CPU build of torch, for the smoke suite's CPU run (GPU tests skip with a reason).
   "${pip[@]}" torch==2.13.0 || echo "torch==2.13.0 not installable here: torch smoke tests will skip" >&2
 else

@@ -6,6 +6,7 @@ plans install and their dependency closure, the Miniconda installer, the envs' `
 create` specs and pip installs; `build.py` downloads those .debs (each checked against the
 index's SHA256) and the folder's signed indexes, byte for byte, into the repository's own
 layout, and writes the manifest the planner checks a mirror's completeness by;
-`condachan.py` builds a local conda channel, `wheels.py` the pip indexes; `serve.py`
-serves the folder read-only.
+`condachan.py` builds a local conda channel of the records conda's solver takes
+(`condasolve.py`, py-rattler), `wheels.py` the pip indexes; `serve.py` serves the folder
+read-only.
 """

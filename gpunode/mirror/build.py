@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpunode import __version__
-from gpunode.mirror import condachan, wheels
+from gpunode.mirror import condachan, condasolve, wheels
 from gpunode.mirror.condachan import CondaSet
 from gpunode.mirror.files import read_manifest, write_manifest
 from gpunode.mirror.needs import Download, Folder
@@ -71,6 +71,12 @@ def build(
     the `pip` installs, in simple indexes."""
     report = Report()
     opener = safe_opener()
+    conda = list(conda)
+    if conda:  # before any download: the envs' packages need conda's solver
+        try:
+            condasolve.require()
+        except condasolve.SolverMissing as e:
+            raise MirrorError(f"conda: {e}") from None
     for rel, url in sorted((keys or {}).items()):
         new = _index(opener, url, root / rel, report, say)
         if new is _ABSENT:

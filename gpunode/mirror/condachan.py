@@ -1,28 +1,32 @@
 """The conda packages the envs' `conda create` takes, as a local channel in the mirror.
 
-conda's solver is not on this machine (conda, and `conda index` from conda-index, which
-imports conda, are not installable from PyPI), so the channel is written here in conda's
-documented format: `<channel>/<subdir>/repodata.json` ({"info": {"subdir"}, "packages",
-"packages.conda", "repodata_version": 1}) listing the files beside it, each record as the
-upstream channel gives it (name, version, build, depends, sha256, size). Which files: for
-each spec the plan asks for (`python=3.11`), the newest record that matches it from the
-first channel that has the name (conda's strict channel priority), then the same for each
-`depends` not already met by a record taken, through linux-64 and noarch. conda on the
-host solves among exactly these, and checks each file's sha256 as usual.
+Which packages: conda's solver's answer for the env's specs (gpunode.mirror.condasolve:
+py-rattler against the channels' repodata.json, linux-64 and noarch, strict channel
+priority, the host's virtual packages), so the set is one conda on the host can solve
+from. conda itself and `conda index` (conda-index imports conda) are not installable
+from PyPI, so the channel is written here in conda's documented format:
+`<channel>/<subdir>/repodata.json` ({"info": {"subdir"}, "packages", "packages.conda",
+"repodata_version": 1}) listing the files beside it, each record as the upstream channel
+gives it (name, version, build, depends, sha256, size); each file is checked against its
+record's sha256. conda on the host solves among exactly these, and checks each sha256.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import json
 import re
 import urllib.parse
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpunode.changes import Packages
+from gpunode.facts.model import HostFacts
+from gpunode.inventory.model import Host
+from gpunode.mirror import condasolve
+from gpunode.mirror.condasolve import Virtual
 from gpunode.mirror.files import write_atomic, write_manifest
 
 SUBDIRS = ("linux-64", "noarch")
@@ -33,10 +37,22 @@ _SAFE = re.compile(r"[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*")
 
 @dataclass(frozen=True)
 class CondaSet:
-    """One env's `conda create`: its channels (upstream URLs) and its specs."""
+    """One env's `conda create`: its channels (upstream URLs), its specs, and the host's
+    virtual packages the solver takes as installed."""
 
     channels: tuple[str, ...]
     specs: tuple[str, ...]
+    # for messages: the host, the env's prefix, the file its specs came from; hosts with
+    # the same set share one solve, named after one of them
+    env: str = field(default="a conda env", compare=False)
+    virtual: tuple[Virtual, ...] = condasolve.host_virtual()
+
+
+def conda_set(takes: Packages, host: Host, facts: HostFacts) -> CondaSet:
+    """The CondaSet of a host's conda step."""
+    env = f"{host.name}: conda env {takes.env}" + (f" ({takes.origin})" if takes.origin else "")
+    virtual = condasolve.virtual_of(host, facts)
+    return CondaSet(channel_urls(takes.channels), takes.specs, env, virtual)
 
 
 def channel_url(channel: str) -> str:
@@ -62,92 +78,7 @@ def channel_rel(url: str) -> str:
     return f"conda/{path}"
 
 
-# --- conda's version order and match specs, as far as channels' depends use them ---
-
-
-def _key(version: str) -> list[tuple[int, Any]]:
-    """conda's VersionOrder, flattened: numbers above letters, `dev` lowest, `post`
-    highest; 3.12.0a0 < 3.12.0."""
-    out: list[tuple[int, Any]] = []
-    for tok in re.findall(r"\d+|[a-z]+", version.lower().split("+")[0].split("!")[-1]):
-        if tok.isdigit():
-            out.append((1, int(tok)))
-        else:
-            out.append((-2, tok) if tok == "dev" else (2, tok) if tok == "post" else (0, tok))
-    return out
-
-
-def _cmp(a: str, b: str) -> int:
-    ka, kb = _key(a), _key(b)
-    n = max(len(ka), len(kb))
-    ka += [(1, 0)] * (n - len(ka))
-    kb += [(1, 0)] * (n - len(kb))
-    return (ka > kb) - (ka < kb)
-
-
-_OP = re.compile(r"(>=|<=|==|!=|~=|>|<|=)?(.+)")
-
-
-def _one(version: str, constraint: str) -> bool:
-    m = _OP.fullmatch(constraint.strip())
-    if m is None:
-        return False
-    op, want = m[1] or "", m[2]
-    if op in ("", "=") or want.endswith("*"):  # fuzzy: 3.11, 3.11.*, 3.11*
-        stem = want.rstrip("*").rstrip(".")
-        return version == stem or version.startswith(stem + ".") or not stem
-    c = _cmp(version, want)
-    return {"==": c == 0, "!=": c != 0, ">=": c >= 0, "~=": c >= 0, ">": c > 0,
-            "<=": c <= 0, "<": c < 0}[op]  # fmt: skip
-
-
-def parse_spec(spec: str) -> tuple[str, str, str]:
-    """(name, version constraint, build glob) of `name [version [build]]` or
-    `name=version[=build]`; empty for what is not given."""
-    words = spec.split()
-    if len(words) == 1 and "=" in spec and "==" not in spec:
-        words = spec.split("=")
-    elif len(words) == 1 and "==" in spec:
-        name, _, version = spec.partition("==")
-        words = [name, "==" + version]
-    words += ["", ""]
-    return words[0], words[1], words[2]
-
-
-def matches(record: dict[str, Any], version: str, build: str) -> bool:
-    v = str(record.get("version", ""))
-    ok = any(all(_one(v, c) for c in alt.split(",")) for alt in version.split("|"))
-    return (not version or ok) and (not build or fnmatch.fnmatchcase(str(record["build"]), build))
-
-
-# --- the closure ---
-
 Record = tuple[str, str, str, dict[str, Any]]  # channel URL, subdir, file name, record
-
-
-def closure(specs: Iterable[str], channels: dict[str, list[Record]]) -> list[Record]:
-    """The records `specs` take with what their depends reach (see the module's doc);
-    ValueError naming a spec no channel meets."""
-    taken: dict[str, list[Record]] = {}
-    todo = list(specs)
-    while todo:
-        spec = todo.pop(0)
-        name, version, build = parse_spec(spec)
-        if name.startswith("__"):
-            continue  # a virtual package (__glibc): the host's, not a file
-        if any(matches(r[3], version, build) for r in taken.get(name, [])):
-            continue
-        for records in channels.values():  # the first channel that has the name
-            named = [r for r in records if r[3].get("name") == name]
-            if named:
-                break
-        fits = [r for r in named if matches(r[3], version, build)]
-        if not fits:
-            raise ValueError(f"no channel of {', '.join(channels)} has {spec}")
-        best = max(fits, key=lambda r: (_key(str(r[3]["version"])), r[3].get("build_number", 0)))
-        taken.setdefault(name, []).append(best)
-        todo += [str(d) for d in best[3].get("depends", [])]
-    return [r for rs in taken.values() for r in rs]
 
 
 def upstream_records(url: str, subdir: str, repodata: Path) -> list[Record]:
@@ -194,17 +125,22 @@ Download = Callable[[str, Path, str, int], None]
 
 def fetch(sets: Iterable[CondaSet], root: Path, index: Fetch, download: Download) -> None:
     """Each set's packages in the mirror's local channels under `root`."""
+    repodata: dict[str, list[condasolve.Repodata]] = {}  # by channel URL, fetched once
+    records: dict[tuple[str, str, str], Record] = {}
     for s in sets:
-        channels: dict[str, list[Record]] = {}
         for url in s.channels:
-            rel = channel_rel(url)
-            channels[url] = []
+            if url in repodata:
+                continue
+            repodata[url] = []
             for subdir in SUBDIRS:
-                upstream = root / rel / subdir / UPSTREAM
+                upstream = root / channel_rel(url) / subdir / UPSTREAM
                 index(f"{url}/{subdir}/repodata.json", upstream)
                 if upstream.is_file():
-                    channels[url] += upstream_records(url, subdir, upstream)
-        taken = closure(s.specs, channels)
+                    repodata[url].append((url, subdir, upstream))
+                    for r in upstream_records(url, subdir, upstream):
+                        records[r[:3]] = r
+        given = [r for url in s.channels for r in repodata[url]]
+        taken = [records[k] for k in sorted(condasolve.solve(s.env, s.specs, given, s.virtual))]
         for url, subdir, name, rec in taken:
             sha, size = str(rec.get("sha256", "")), int(rec.get("size") or 4 * 1024**3)
             if not re.fullmatch(r"[0-9a-f]{64}", sha):

@@ -16,7 +16,7 @@ from gpunode.facts.gather import gather
 from gpunode.facts.model import HostFacts
 from gpunode.hostpool import run_hosts
 from gpunode.inventory.model import Host
-from gpunode.mirror.condachan import CondaSet, channel_urls
+from gpunode.mirror.condachan import CondaSet, conda_set
 from gpunode.mirror.fresh import fresh_plan
 from gpunode.mirror.wheels import PipSet, platform_tag
 from gpunode.plan.aptcheck import Target, closure, taken_version, targets
@@ -112,7 +112,7 @@ def _host_needs(
     for change in plan.changes:
         for takes in (p for s in change.steps for p in s.packages):
             if takes.tool == "conda" and takes.specs:
-                out.conda.add(CondaSet(channel_urls(takes.channels), takes.specs))
+                out.conda.add(conda_set(takes, host, facts))
             elif takes.tool == "pip" and takes.specs:
                 out.pip.update(pip_sets(change.title, takes, host, facts, out.problems))
     sources: list[tuple[Catalog, Folder]] = []
