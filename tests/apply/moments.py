@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Lab, on_host
+
+from tests.apply.labhelpers import Lab, on_host
 
 MARKER = "var/tmp/gpunode-fault-moment"
 WATCHER = r"""

@@ -18,9 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SLOT, Lab, apply, fresh, of, slot_net, start_lab
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+
+from tests.apply.labhelpers import Lab, apply, fresh, of, start_lab
+from tests.conftest import SLOT, slot_net
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Lab, apply, of, on_host, wait_for_ssh
 
 from gpunode import compat
+from tests.apply.labhelpers import Lab, apply, of, on_host, wait_for_ssh
 from tests.conftest import until
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]

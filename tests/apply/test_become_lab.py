@@ -8,7 +8,8 @@ import shlex
 from pathlib import Path
 
 import pytest
-from conftest import Lab, apply, of, on_host, wait_for_ssh
+
+from tests.apply.labhelpers import Lab, apply, of, on_host, wait_for_ssh
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Lab, apply, fresh, on_host
+
+from tests.apply.labhelpers import Lab, apply, fresh, on_host
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

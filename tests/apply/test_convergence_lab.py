@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Lab, apply, fresh, of, on_host, packages
+
+from tests.apply.labhelpers import Lab, apply, fresh, of, on_host, packages
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Lab, fresh, of, on_host, packages
 from test_faults_hosts import REBOOT_ROLE, fault, finished, inventory, run, wait_up
 
 from gpunode.exitcodes import ExitCode
+from tests.apply.labhelpers import Lab, fresh, of, on_host, packages
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Lab, apply, fresh, of, on_host
 
 from gpunode.exitcodes import ExitCode
+from tests.apply.labhelpers import Lab, apply, fresh, of, on_host
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Lab, apply, events, fresh, of, on_host, packages, wait_for_ssh
 from moments import MARKER, popen_apply, start_watcher, stopped, wait_for_moment
+
+from tests.apply.labhelpers import Lab, apply, events, fresh, of, on_host, packages, wait_for_ssh
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Lab, events, of, on_host, start_lab
 
+from tests.apply.labhelpers import Lab, events, of, on_host, start_lab
 from tests.conftest import SLOT, slot_net
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 # by package, not `from conftest import`: another folder's conftest may hold that name
-from tests.apply.conftest import Lab, apply, fresh, of, on_host
+from tests.apply.labhelpers import Lab, apply, fresh, of, on_host
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 # by package, not `from conftest import`: another folder's conftest may hold that name
-from tests.apply.conftest import Lab, events, of, on_host, start_lab, wait_for_ssh
+from tests.apply.labhelpers import Lab, events, of, on_host, start_lab, wait_for_ssh
 from tests.conftest import SLOT, slot_net
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]

@@ -9,9 +9,9 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import Lab, apply, fresh, of, on_host
 
 from gpunode import compat
+from tests.apply.labhelpers import Lab, apply, fresh, of, on_host
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Lab, apply, of, on_host
 from test_apply_lab import HOSTS
+
+from tests.apply.labhelpers import Lab, apply, of, on_host
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

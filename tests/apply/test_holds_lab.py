@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Lab, apply, fresh, of, on_host, packages
 
 from gpunode.exitcodes import ExitCode
+from tests.apply.labhelpers import Lab, apply, fresh, of, on_host, packages
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

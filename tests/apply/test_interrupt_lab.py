@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Lab, events, of, on_host
+
+from tests.apply.labhelpers import Lab, events, of, on_host
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

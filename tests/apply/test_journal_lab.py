@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Lab, apply, events, fresh, of, on_host, packages, wait_for_ssh
 from test_faults_dpkg import NOT_GPUNODE
+
+from tests.apply.labhelpers import Lab, apply, events, fresh, of, on_host, packages, wait_for_ssh
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Lab, events, fresh, of
 
 from gpunode.execute import hostlock
 from gpunode.exitcodes import ExitCode
+from tests.apply.labhelpers import Lab, events, fresh, of
 from tests.conftest import until
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.apply.conftest import Lab, apply, fresh, of, on_host
+from tests.apply.labhelpers import Lab, apply, fresh, of, on_host
 from tests.apply.test_faults_repo import HOST, copy_repo
 from tests.apply.test_mirror_lab import answers, mirror, serving, upstream
 from tests.apply.test_mirror_lab import inventory as mirror_lab_inventory

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from gpunode.inventory import load
-from tests.apply.conftest import DPKG, Lab, apply, fresh, of, on_host, packages
+from tests.apply.labhelpers import DPKG, Lab, apply, fresh, of, on_host, packages
 from tests.apply.test_faults_repo import DRIVER, HOST, closed_port, copy_repo, lab_repo
 from tests.conftest import until
 

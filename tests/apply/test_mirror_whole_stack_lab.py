@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from gpunode.repoindex import parse_packages
-from tests.apply.conftest import DPKG, Lab, apply, fresh, of, on_host, packages
+from tests.apply.labhelpers import DPKG, Lab, apply, fresh, of, on_host, packages
 from tests.apply.test_faults_repo import inventory, lab_repo
 from tests.apply.test_mirror_lab import ASKED, serving
 

@@ -10,7 +10,8 @@ import stat
 from pathlib import Path
 
 import pytest
-from conftest import Lab
+
+from tests.apply.labhelpers import Lab
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

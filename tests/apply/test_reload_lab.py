@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Lab, fresh, of, on_host, packages
 from test_disrupt_lab import with_settings
 from test_faults_hosts import finished, inventory, run
 
 from gpunode.exitcodes import ExitCode
+from tests.apply.labhelpers import Lab, fresh, of, on_host, packages
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

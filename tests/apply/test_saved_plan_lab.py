@@ -10,7 +10,8 @@ import stat
 from pathlib import Path
 
 import pytest
-from conftest import Lab, fresh, of, on_host
+
+from tests.apply.labhelpers import Lab, fresh, of, on_host
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Lab, apply, fresh, of, on_host, packages, wait_for_ssh
 from test_dkms_lab import boots, loaded
+
+from tests.apply.labhelpers import Lab, apply, fresh, of, on_host, packages, wait_for_ssh
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

@@ -7,7 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import Lab, apply, fresh, of, on_host, packages
+
+from tests.apply.labhelpers import Lab, apply, fresh, of, on_host, packages
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Lab, on_host, packages, start_lab
 
+from tests.apply.labhelpers import Lab, on_host, packages, start_lab
 from tests.conftest import SLOT, slot_net, until
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]

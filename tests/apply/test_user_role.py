@@ -7,8 +7,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import Lab, apply, of, on_host
 from test_apply_lab import HOSTS
+
+from tests.apply.labhelpers import Lab, apply, of, on_host
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

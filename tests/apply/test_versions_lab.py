@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SLOT, Lab, apply, events, fresh, of, on_host, packages, slot_net, start_lab
+
+from tests.apply.labhelpers import Lab, apply, events, fresh, of, on_host, packages, start_lab
+from tests.conftest import SLOT, slot_net
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

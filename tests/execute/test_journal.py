@@ -196,7 +196,7 @@ class Recording:
 def host_run(t: Recording) -> Any:
     from gpunode.events import Bus
     from gpunode.execute.host import HostRun, Options
-    from tests.plan.conftest import STACK, host_from
+    from tests.plan.planhelpers import STACK, host_from
 
     return HostRun(t, host_from(STACK), Bus(), Options(run_id=RUN))  # type: ignore[arg-type]
 

@@ -9,7 +9,7 @@ from gpunode.compat import check_host
 from gpunode.events import Bus
 from gpunode.execute.host import HostRun, Options
 from gpunode.inventory.model import Host
-from tests.plan.conftest import STACK, host_from
+from tests.plan.planhelpers import STACK, host_from
 
 
 def with_settings(apt: str, ssh: str = "") -> Host:

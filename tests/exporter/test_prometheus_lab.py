@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.apply.conftest import Lab as TreeLab
+from tests.apply.labhelpers import Lab as TreeLab
 from tests.conftest import Lab, until
 from tests.tui.test_lab_tmux import install_driver
 
