@@ -83,7 +83,8 @@ def build(
     packages, toolkits, conda and envs), so a working fleet builds the mirror for new
     hosts or an air-gapped site.
 
-    Exit status: 0 done, 2 a download failed or a host could not be planned, 3 a host
+    Exit status: 0 done, 2 a download failed, a host could not be planned or py-rattler (for
+    the envs' conda packages) is not installed, 3 a host
     unreachable (what the others need is still fetched).
     """
     from pathlib import Path
