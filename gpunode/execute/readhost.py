@@ -23,16 +23,26 @@ def probe_script(probes: Sequence[Probe]) -> str:
     return "\n".join(lines)
 
 
-def held(command: str) -> str:
+def held(command: str, beat: int | None = None) -> str:
     """`command` with its stdout kept on the host and written at its end, in one piece: the
     facts script and the probes print a few lines at a time, and each write the host's sshd
     reads became an SSH packet (about 50 for one read) that the controller decrypts, checks
     and hands over in Python. The exit status and every byte are kept (`.` guards the
-    trailing newlines that `$(...)` drops); stderr is not held."""
-    return (
-        f"gpunode_out=$(\n{command}\ngpunode_rc=$?; echo .; exit $gpunode_rc\n); gpunode_rc=$?\n"
-        'printf %s "${gpunode_out%.}"; exit $gpunode_rc'
-    )
+    trailing newlines that `$(...)` drops); stderr is not held.
+
+    `beat`: while the command runs, a newline on stderr every `beat` seconds, so that a
+    slow read still speaks within ssh.inactivity_timeout as its streamed lines did (a
+    silent host is still one); a read shorter than `beat` prints none. The ticker's own
+    sleep holds none of the session's pipes: the command ends when it ends."""
+    hold = f"gpunode_out=$(\n{command}\ngpunode_rc=$?; echo .; exit $gpunode_rc\n); gpunode_rc=$?\n"
+    if beat is not None:
+        tick = max(1, int(beat))
+        hold = (
+            f"( while sleep {tick} </dev/null >/dev/null 2>&1; do echo >&2; done ) "
+            "</dev/null >/dev/null & gpunode_beat=$!\n"
+            f"{hold}kill $gpunode_beat 2>/dev/null\n"
+        )
+    return hold + 'printf %s "${gpunode_out%.}"; exit $gpunode_rc'
 
 
 def read_host(
@@ -54,7 +64,8 @@ def read_host(
     command = facts_command(files, conda_prefixes, apt, only_files=only_files)
     if probes:
         command = f"{command}\n{probe_script(probes)}"
-    command = held(command)
+    idle = transport.inactivity_timeout
+    command = held(command, None if idle is None else max(1, int(idle / 3)))
     start = time.monotonic()
     res = transport.run(command, sudo=sudo, timeout=timeout)
     text, _, tail = res.whole_stdout.partition(f"\n{MARK}\n")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -37,6 +38,21 @@ def test_held_output_arrives_in_one_write() -> None:
         rest = p.stdout.read()
     assert first == b"".join(f"line {i}\n".encode() for i in range(1, 6))
     assert rest == b""
+
+
+def test_a_slow_held_read_still_speaks_and_ends_when_its_command_does() -> None:
+    """Held, a read longer than the beat prints a newline on stderr every beat, as its
+    streamed lines kept the host from reading as silent (ssh.inactivity_timeout); the
+    ticker holds none of the pipes, so the read ends with its command."""
+    command = "echo a; sleep 2.5; echo b; ( exit 4 )"
+    start = time.monotonic()
+    slow = sh(held(command, beat=1))
+    took = time.monotonic() - start
+    assert (slow.stdout, slow.returncode) == (b"a\nb\n", 4)
+    assert slow.stderr in (b"\n\n", b"\n\n\n")
+    assert took < 3.2  # no sleep of the ticker's left holding stderr open
+    fast = sh(held("echo fast", beat=1))
+    assert (fast.stdout, fast.stderr, fast.returncode) == (b"fast\n", b"", 0)
 
 
 def test_a_read_with_probes_through_the_held_output() -> None:
