@@ -123,7 +123,7 @@ sys.path.insert(0, sys.argv[1])
 from bench.compare import shaping
 subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
 root = pathlib.Path(tempfile.mkdtemp())
-(root / "f").write_bytes(bytes(1 << 20))
+(root / "f").write_bytes(bytes(4 << 20))  # 4 MiB: the class's 256 KiB burst is 1/16 of it
 class H(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *a): pass
 ports = []
@@ -169,8 +169,44 @@ def test_the_link_limit_slows_only_its_address_and_is_removed() -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout)
     assert out["qdisc"].startswith("qdisc htb 1: root")
-    assert 12 < out["limited"] < 26, out  # 20 Mbit/s, give or take the burst
+    assert 12 < out["limited"] < 26, out  # 20 Mbit/s, give or take the burst (21.3 at most)
     assert out["other"] > 100, out  # another port on the same address is not limited
     assert "already has a root qdisc" in out["refused"]
     assert out["after"] == "" and out["after_error"] == ""
     assert out["unlimited"] > 100, out
+
+
+def _run(tool: str, i: int, wall: float, load: float) -> dict[str, object]:
+    up = {"bytes": 100 * 2**20, "deb_bytes": 99 * 2**20, "index_bytes": 2**20, "debs": 10}
+    return {"tool": tool, "run": i, "wall_s": wall, "rc": 0, "converged": True,
+            "upstream": up, "load": {"min": load, "median": load, "max": load + 1}}  # fmt: skip
+
+
+def test_the_report_names_each_tools_runs_and_the_load_it_ran_under(tmp_path: Path) -> None:
+    """A tool run once (--once) is a row of 1 run beside the tools of every round, each with
+    the load average its runs saw; written between the doc's markers, the text around kept."""
+    runs = [_run("pyinfra", i, w, 3.0 * i) for i, w in enumerate((400.0, 380.0, 420.0))]
+    runs.append(_run("ansible", 2, 500.0, 40.0))
+    saved = {"started": "then", "commit": "abc1234", "hosts": 10, "scale": 10, "mbit": 100,
+             "machine": {"os": "os", "kernel": "k", "nproc": 2},
+             "link": {"file": "big.deb", "bytes": 2**20, "unshaped_s": 0.01, "shaped_s": 0.08,
+                      "mbit_measured": 100.0}, "runs": runs}  # fmt: skip
+    (tmp_path / "runs.json").write_text(json.dumps(saved))
+    doc = tmp_path / "doc.md"
+    doc.write_text("before\n<!-- bench:s10:begin -->\nold\n<!-- bench:s10:end -->\nafter\n")
+    subprocess.run(
+        [sys.executable, "-m", "bench.compare.coldlink", "--report-only", "--out",
+         str(tmp_path / "runs.json"), "--doc", str(doc), "--mark", "s10"],
+        cwd=REPO, check=True,
+    )  # fmt: skip
+    text = doc.read_text()
+    assert text.startswith("before\n<!-- bench:s10:begin -->\n") and text.endswith("after\n")
+    assert "old" not in text
+    cells = [ln.split(" | ") for ln in text.splitlines() if ln.startswith("| ")]
+    rows = {c[0][2:]: c for c in cells[1:]}  # past the header
+    assert rows["pyinfra"][1:4] == ["3", "400.0", "380.0-420.0"]
+    assert rows["pyinfra"][-1] == "3.0 (7.0) |"  # median of the runs' medians (max)
+    assert rows["ansible"][1:3] == ["1", "500.0"]
+    # projected: each wall + 9 x 100 MiB / 12.5 MB/s (75.5 s): 475.5 / 575.5 s
+    assert rows["ansible"][-2:] == ["0.80x / 0.83x", "40.0 (41.0) |"]
+    assert set(rows) == {"pyinfra", "ansible"}
