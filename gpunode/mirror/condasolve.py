@@ -24,7 +24,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from gpunode.compat.driver import driver_cuda
+from gpunode.compat.driver import driver_cuda, wanted_release
 from gpunode.facts.model import HostFacts
 from gpunode.inventory.model import Host
 from gpunode.mirror.wheels import GLIBC
@@ -77,7 +77,7 @@ def virtual_of(host: Host, facts: HostFacts) -> tuple[Virtual, ...]:
     """`host_virtual` of a host: __cuda from the CUDA its stack's driver runs (the one
     installed when the stack leaves the driver alone)."""
     driver = host.stack.driver
-    cuda = driver_cuda(driver.version or driver.branch) if driver else facts.smi.cuda_version
+    cuda = driver_cuda(wanted_release(driver)) if driver else facts.smi.cuda_version
     return host_virtual(facts.os.repo_slug, facts.kernel, cuda)
 
 
