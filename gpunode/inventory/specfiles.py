@@ -35,7 +35,7 @@ _VALUED = {"-i": "index", "--index-url": "index", "--extra-index-url": "extra",
            "-f": "elsewhere", "--find-links": "elsewhere", "--no-binary": "elsewhere",
            "-e": "elsewhere", "--editable": "elsewhere",
            "-r": "file", "--requirement": "file", "-c": "file", "--constraint": "file"}  # fmt: skip
-_FLAGS = {"--pre": "", "--prefer-binary": "", "--no-index": "elsewhere"}
+_FLAGS = {"--pre": "", "--prefer-binary": "", "--require-hashes": "", "--no-index": "elsewhere"}
 
 
 @dataclass

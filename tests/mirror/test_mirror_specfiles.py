@@ -244,3 +244,18 @@ def test_an_index_the_file_names_is_named_by_its_line_never_its_url(tmp_path: Pa
         "conda: conda env t from its requirements file: the mirror's index envs/t.txt:2 holds"
         " no wheel of einops 0.8.1: run `gpunode mirror` for this inventory again"
     )
+
+
+def test_a_hashed_requirements_file_that_asks_for_hashes_is_taken() -> None:
+    """`--require-hashes` (pip's own option for hashed files) is no refusal: pip checks the
+    hashes on the host as it would anyway."""
+    from gpunode.inventory import specfiles
+
+    text = (
+        "--require-hashes\n"
+        "tqdm==4.67.1 \\\n"
+        "    --hash=sha256:26445eca388f82e72884e0d580d5464cd801a3ea01e63e5601bdff9ba6a48de2\n"
+    )
+    specfiles.check("requirements_file", text, "envs/t.txt")
+    got = specfiles.requirements(text, "envs/t.txt", env="/opt/conda/envs/t", index_url=None)
+    assert [s.split()[0] for s in got.specs] == ["tqdm==4.67.1"]
