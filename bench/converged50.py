@@ -9,6 +9,9 @@ first round is dropped (bytecode). CPU is `RUSAGE_CHILDREN` of the command's pro
 `--one`: each round also applies each tree to the first host alone (`--limit`), so the CPU
 per host past the first, (all - one) / (hosts - 1), comes from the same run. Prints each
 run with the machine's load average, and the medians. Needs root (the lab).
+`--pin`: the lab's hosts (their sshd and every session) on CPUs 1 and up, each measured
+command on CPU 0 alone, so its CPU time is not inflated by fifty hosts' sessions sharing
+its core, as a controller's is not when its hosts are other machines.
 """
 
 from __future__ import annotations
@@ -37,17 +40,27 @@ def main() -> None:
     ap.add_argument("--net", default="68")
     ap.add_argument("--one", action="store_true", help="also time the first host alone")
     ap.add_argument("--tree", action="append", required=True, metavar="NAME=PATH")
+    ap.add_argument("--pin", action="store_true", help="controller on CPU 0, hosts on the rest")
     args = ap.parse_args()
+    ncpu = os.cpu_count() or 1
+    if args.pin and ncpu < 2:
+        ap.error("--pin needs 2 CPUs or more")
+    hosts_cpus = f"1-{ncpu - 1}" if args.pin else None
     trees = dict(t.split("=", 1) for t in args.tree)
     with tempfile.TemporaryDirectory(prefix="gpunode-converged50-") as tmp:
         env = {**os.environ, "GPUNODE_LAB_DIR": str(Path(tmp) / "lab")}
         env.pop("PYTHONDONTWRITEBYTECODE", None)
 
-        def gpunode(*argv: str, e: dict[str, str] = env) -> subprocess.CompletedProcess[str]:
+        def gpunode(
+            *argv: str, e: dict[str, str] = env, cpus: str | None = None
+        ) -> subprocess.CompletedProcess[str]:
             cmd = [sys.executable, "-m", "gpunode", *argv]
+            if cpus is not None:  # the process and all it starts (the lab: sshd, sessions)
+                cmd = ["taskset", "-c", cpus, *cmd]
             return subprocess.run(cmd, env=e, text=True, capture_output=True, cwd=tmp)
 
-        gpunode("lab", "up", "--hosts", str(args.hosts), "--net", args.net).check_returncode()
+        up = ("lab", "up", "--hosts", str(args.hosts), "--net", args.net)
+        gpunode(*up, cpus=hosts_cpus).check_returncode()
         try:
             inventory = Path(tmp) / "lab.yaml"
             inventory.write_text(gpunode("lab", "inventory").stdout)
@@ -64,7 +77,7 @@ def main() -> None:
                         e = {**env, "PYTHONPATH": str(Path(path).resolve())}
                         c0, t0 = cpu(), time.perf_counter()
                         r = gpunode("apply", str(inventory), "--yes", "--json", "--no-smoke",
-                                    *limit, e=e)  # fmt: skip
+                                    *limit, e=e, cpus="0" if args.pin else None)  # fmt: skip
                         wall, used = time.perf_counter() - t0, cpu() - c0
                         recap = json.loads(r.stdout.splitlines()[-1])
                         changed = sum(h["changed"] for h in recap["hosts"])
