@@ -72,12 +72,18 @@ def search_path(inventory_file: str | Path | None) -> tuple[Path, ...]:
 def find_role(name: str, search: tuple[Path, ...], replace: Collection[str] = ()) -> Role:
     """The role `name` from the first folder of `search` that has it; a built-in role's
     name from another folder only if `replace` names it."""
+    return load_role(role_folder(name, search, tuple(replace)))
+
+
+@once  # asked for each role of each host: the folders are looked at once a process
+def role_folder(name: str, search: tuple[Path, ...], replace: tuple[str, ...]) -> Path:
+    """The folder find_role takes the role `name` from."""
     builtin = builtin_roles_dir()
     for base in search:
         if (base / name / "tasks.yaml").is_file():
             if base != builtin and name not in replace and (builtin / name).is_dir():
                 continue
-            return load_role(base / name)
+            return base / name
     looked = ", ".join(str(d) for d in search)
     raise RoleError(
         f"role {name!r} not found (looked in {looked}): create {search[0]}/{name}/tasks.yaml "

@@ -21,9 +21,8 @@ from gpunode.compat import TEMPLATE_FUNCTIONS
 from gpunode.components import COMPONENTS, PRELUDE, repository
 from gpunode.facts.model import HostFacts
 from gpunode.inventory.model import Host
-from gpunode.memo import once
 from gpunode.resolve import Resolved
-from gpunode.roles.loader import Role, RoleError, Task, find_role, load_role
+from gpunode.roles.loader import Role, RoleError, Task, find_role
 from gpunode.roles.ops import OPERATIONS, Operation
 from gpunode.roles.render import render, render_template
 
@@ -104,7 +103,7 @@ def walk(
     for name in builtin_roles(host):
         if only is not None and name not in only:
             continue
-        role = load_role(_role_folder(name, search, tuple(host.stack.replace_builtin_roles)))
+        role = find_role(name, search, host.stack.replace_builtin_roles)
         if probes_only and all(_never_probes(OPERATIONS.get(t.op)) for t in role.tasks):
             continue  # nothing to ask the host: not even its defaults are rendered
         # The inventory's variables stay under `vars`: they never replace a role's defaults
@@ -125,12 +124,6 @@ def walk(
                 yield from _task(role, task, ctx, guess=guess)
             except (RoleError, ValueError, TypeError, AttributeError):
                 continue
-
-
-@once  # for each role of each host: a dozen system calls to look at the folders again
-def _role_folder(name: str, search: tuple[Path, ...], replace: tuple[str, ...]) -> Path:
-    """The folder find_role takes the role from (its files are load_role's to keep)."""
-    return find_role(name, search, replace).path
 
 
 def _op(task: Task) -> Operation:
