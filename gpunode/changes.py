@@ -121,6 +121,11 @@ class Change:
     def commands(self) -> list[str]:
         return [s.command for s in self.steps]
 
+    @property
+    def packages(self) -> list[Packages]:
+        """What its steps' pip and conda installs take, step by step."""
+        return [p for s in self.steps for p in s.packages]
+
     def to_json(self) -> dict[str, Any]:
         return {
             "role": self.role,

@@ -110,7 +110,7 @@ def _host_needs(
         sha = host.repos.conda_installer_sha256
         out.files[rel] = Download(installer, rel, sha, "repos.conda_installer_sha256")
     for change in plan.changes:
-        for takes in (p for s in change.steps for p in s.packages):
+        for takes in change.packages:
             if takes.tool == "conda" and takes.specs:
                 out.conda.add(conda_set(takes, host, facts))
             elif takes.tool == "pip" and takes.specs:

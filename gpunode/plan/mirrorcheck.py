@@ -36,7 +36,7 @@ def unmirrored(host: Host, changes: Sequence[Change], manifest: Manifest) -> str
                     " (repos.conda_installer_sha256): run `gpunode mirror` for this inventory"
                     " again"
                 )
-        for takes in (p for s in change.steps for p in s.packages):
+        for takes in change.packages:
             check = _unmirrored_wheels if takes.tool == "pip" else _unmirrored_conda
             if why := check(change.title, takes, manifest):
                 return why
