@@ -47,6 +47,12 @@ def runs_dir() -> Path:
     return state_dir() / "runs"
 
 
+def running_dir() -> Path:
+    """One empty file per record that says "running" (named by the record's id), so the
+    next run settles the dead ones without reading every record it ever wrote."""
+    return runs_dir() / ".running"
+
+
 def _warn(message: str) -> None:
     sys.stderr.write(f"gpunode: warning: {message}\n")
     sys.stderr.flush()
@@ -269,7 +275,12 @@ class Record:
             _private_dir(self.path.parent.parent)
             _private_dir(self.path.parent)
             self._dirs_checked = True
+        running = self.data.get("status") == "running"
+        if running:  # the marker first: a record "running" without one would never settle
+            _mark_running(self.id)
         _write_private(self.path, json.dumps(self.data, indent=2, default=str) + "\n")
+        if not running:
+            _unmark_running(self.id)
         return self.path
 
     def finish(
@@ -334,21 +345,58 @@ def runs_of(inventory: InventoryId) -> list[dict[str, Any]]:
     return out
 
 
+def _mark_running(run_id: str) -> None:
+    marks = running_dir()
+    if not marks.is_dir():
+        _private_dir(marks)
+    path = marks / run_id
+    if not path.exists():
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), FILE_MODE))
+
+
+def _unmark_running(run_id: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        (running_dir() / run_id).unlink()
+
+
 def settle_abandoned() -> list[dict[str, Any]]:
     """Write "abandoned" into every record whose run is dead but says "running" (the next
-    run does this, so no record stays "running"); returns those records."""
+    run does this, so no record stays "running"); returns those records.
+
+    Only the records marked running (`running_dir`) are read: the cost of a run's start
+    does not grow with the number of records kept. A state directory from before the
+    markers is read whole once."""
+    marks = running_dir()
+    if marks.is_dir():
+        paths = [runs_dir() / f"{m.name}.json" for m in sorted(marks.iterdir())]
+    else:
+        paths = list_runs()
+        if runs_dir().is_dir():
+            _private_dir(marks)
     settled = []
-    for path in list_runs():
+    for path in paths:
         try:
             text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            with contextlib.suppress(OSError):  # its record removed; not one being written
+                if time.time() - (marks / path.stem).stat().st_mtime > 3600:
+                    _unmark_running(path.stem)
+            continue
+        except OSError:
+            continue
+        try:
             if '"status": "running"' not in text:
-                continue  # most records: no need to parse them
+                _unmark_running(path.stem)  # finished, its marker left by a crash after
+                continue  # most records of a whole read: no need to parse them
             data = json.loads(text)
             why = abandoned(data) if isinstance(data, dict) else None
-            if why is not None:
-                data["status"], data["abandoned"] = "abandoned", why
-                _write_private(path, json.dumps(data, indent=2, default=str) + "\n")
-                settled.append(data)
+            if why is None:
+                _mark_running(path.stem)  # alive (or another controller's): settled later
+                continue
+            data["status"], data["abandoned"] = "abandoned", why
+            _write_private(path, json.dumps(data, indent=2, default=str) + "\n")
+            _unmark_running(path.stem)
+            settled.append(data)
         except (OSError, ValueError):
             continue  # not ours to fix, or not a record
     return settled
