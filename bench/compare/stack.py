@@ -21,9 +21,9 @@ from gpunode.facts.model import HostFacts, OsRelease
 from gpunode.inventory.loader import load
 from gpunode.inventory.model import Host
 from gpunode.repoindex import FETCHED, FetchedIndex, parse_packages
-from gpunode.resolve import Resolved
-from gpunode.resolve import resolve as resolve_specs
 from gpunode.resolve.index import IndexCatalog
+from gpunode.resolve.resolver import Resolved
+from gpunode.resolve.resolver import resolve as resolve_specs
 from gpunode.versions import dotted_key
 
 HERE = Path(__file__).resolve().parent

@@ -55,14 +55,14 @@ def _transport(host: Host) -> Host:
 def check_tags(hosts: list[Host], inventory: str, *asked: tuple[str, ...]) -> None:
     """Refuse (exit 5) a --tags/--skip-tags name that none of the selected hosts' roles
     offers, listing the ones they do."""
+    wanted = [tag for tags in asked for tag in tags]
+    if not wanted:
+        return  # before the imports: the roles' walk is not needed (execute/warm.py)
     from gpunode.cli.options import did_you_mean
     from gpunode.inventory.text import printable
     from gpunode.roles import search_path
     from gpunode.roles.tags import role_tags, unknown_tags
 
-    wanted = [tag for tags in asked for tag in tags]
-    if not wanted:
-        return
     known = role_tags(hosts, search_path(inventory))
     unknown = unknown_tags(wanted, known)
     if unknown:

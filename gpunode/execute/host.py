@@ -29,22 +29,11 @@ from gpunode.events import (
     RebootPending,
     RebootStarted,
 )
-from gpunode.execute import aptmessages, hostlock, journal
+from gpunode.execute import aptmessages, hostlock, warm
 from gpunode.execute.machine import Machine
 from gpunode.execute.output import StepOutput
-from gpunode.execute.readhost import read_host
 from gpunode.execute.result import ChangeResult, HostResult
-from gpunode.execute.undo import Undo
-from gpunode.facts.gather import apt_queries
-from gpunode.facts.model import HostFacts
 from gpunode.hostpool import Stop
-from gpunode.plan import simulate
-from gpunode.plan.planner import managed_paths, plan_host, probes_for
-from gpunode.resolve import CatalogFor
-from gpunode.resolve.hostapt import HostCatalog, madison_command
-from gpunode.resolve.index import RepoVersions, container_folder, repo_folder
-from gpunode.roles.loader import RoleError
-from gpunode.roles.ops.apt import apt_update
 from gpunode.transport.base import (
     BecomeError,
     CommandTimeoutError,
@@ -55,15 +44,23 @@ from gpunode.transport.base import (
 )
 from gpunode.transport.counting import Counting
 
+# What a host's read and changes need (the planner, the roles, the facts' model, the
+# resolver) is imported where it is used, not here: connecting and taking the host's lock
+# need none of it, and `warm` imports it meanwhile, while the controller waits on the network.
 if TYPE_CHECKING:
+    from gpunode.execute.undo import Undo
+    from gpunode.facts.model import HostFacts
     from gpunode.inventory.model import Host
+    from gpunode.resolve.index import RepoVersions
+    from gpunode.resolve.resolver import CatalogFor
+
+    _Catalogs = tuple[CatalogFor | None, CatalogFor | None]
+    """Where versions come from: NVIDIA's repository, and libnvidia-container's."""
 
 BOOT_ID = "cat /proc/sys/kernel/random/boot_id"
 # Detached, so the command returns before the connection drops.
 REBOOT_TIMEOUT = 600.0
 REBOOT = "nohup sh -c 'sleep 1; systemctl reboot || reboot' >/dev/null 2>&1 &"
-_Catalogs = tuple[CatalogFor | None, CatalogFor | None]
-"""Where versions come from: NVIDIA's repository, and libnvidia-container's."""
 
 
 @dataclass
@@ -115,12 +112,20 @@ class HostRun:
         owes the host."""
         self.reboot_instead: str | None = None
         """Why the host reboots after all: a module reload whose unload was refused."""
-        self.undo = Undo()
-        """What a failing package change puts back (preferences, lifted holds)."""
+        self._undo: Undo | None = None
         self.installed = False
         """A package transaction of this run has started: the host is no longer as it was."""
         self.lock_owner: hostlock.Owner | None = None
         """This run as the host's lock names it, while it holds that lock."""
+
+    @property
+    def undo(self) -> Undo:
+        """What a failing package change puts back (preferences, lifted holds)."""
+        if self._undo is None:
+            from gpunode.execute.undo import Undo
+
+            self._undo = Undo()
+        return self._undo
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -129,6 +134,13 @@ class HostRun:
         `unless:`) run too, once the facts show it is not refused; plan and --check run none.
         `verify`: the read after a run's changes; its plan reaches the views only when it
         still has changes (or is refused)."""
+        warm.wait()  # first: no import of this thread runs beside warm's (see there)
+        from gpunode.execute.readhost import read_host
+        from gpunode.facts.gather import apt_queries
+        from gpunode.facts.model import HostFacts
+        from gpunode.plan.planner import managed_paths, probes_for
+        from gpunode.roles.loader import RoleError
+
         self.bus.emit(HostStatusChanged(self.host.name, status="gathering"))
         try:
             files = [*managed_paths(self.host, self.opts.search), *self.opts.extra_files]
@@ -201,6 +213,8 @@ class HostRun:
 
     def _plan(self, facts: HostFacts, probes: dict[str, bool], catalogs: _Catalogs) -> HostPlan:
         """`catalogs`: NVIDIA's repository's and libnvidia-container's."""
+        from gpunode.plan.planner import plan_host
+
         return plan_host(
             self.host,
             facts,
@@ -221,6 +235,8 @@ class HostRun:
         `update` (apply): the lists are read first, as the transaction will. Without it
         (plan, --check) the host's lists may predate a release: apt not finding a version
         or package is a note (apply reads the lists first); anything else refuses."""
+        from gpunode.plan import simulate
+
         if plan.refused or simulate.configures_sources(plan.changes):
             return plan  # the transaction itself asks apt, once the sources are there
         cmd = simulate.command(plan.changes, self.host.apt.lock_timeout, update=update)
@@ -241,6 +257,9 @@ class HostRun:
     def _host_catalogs(self, names: tuple[str, ...], facts: HostFacts) -> _Catalogs:
         """What the host's apt offers from each repository configured here: one question
         for every repository, each reading its own folder of the answer."""
+        from gpunode.resolve.hostapt import HostCatalog, madison_command
+        from gpunode.resolve.index import container_folder, repo_folder
+
         res = self.t.run(madison_command(names), timeout=self.opts.facts_timeout)
         said = res.whole_stdout if res.ok else ""
 
@@ -392,6 +411,8 @@ class HostRun:
         return False
 
     def _change(self, c: Change, total: int, facts: HostFacts) -> bool:
+        from gpunode.execute import journal
+
         name, i = self.host.name, self.index
         shown = tuple(s.shown() for s in c.steps)
         self.bus.emit(
@@ -472,6 +493,8 @@ class HostRun:
 
     def _journal_end(self, c: Change) -> None:
         """End a change's journal entry on its own (one round trip; rare)."""
+        from gpunode.execute import journal
+
         if not journal.journaled(c):
             return
         try:
@@ -584,6 +607,8 @@ class HostRun:
         return "".join(lines)
 
     def apt_update(self, facts: HostFacts) -> bool:
+        from gpunode.roles.ops.apt import apt_update
+
         with self._idle(True):
             res = self.t.run(
                 apt_update(self.host.apt.lock_timeout),

@@ -9,11 +9,13 @@ one that never converges. tests/execute/test_machine.py drives it on a fake host
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from gpunode.changes import HostPlan
 from gpunode.execute.result import HostResult
-from gpunode.facts.model import HostFacts
+
+if TYPE_CHECKING:
+    from gpunode.facts.model import HostFacts
 
 REPLANS = 5
 """Plans after a run's changes, each of them making only changes not made yet, before the

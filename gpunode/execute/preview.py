@@ -6,9 +6,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gpunode.events import Bus
+from gpunode.execute import warm
 from gpunode.execute.host import HostRun, Options
 from gpunode.hostpool import Outcome, run_hosts
 from gpunode.transport.base import Transport
+from gpunode.transport.connect import module_for
 from gpunode.transport.secret import Secret
 
 if TYPE_CHECKING:
@@ -26,6 +28,7 @@ def plan_hosts(
 ) -> dict[str, Outcome[HostPlan]]:
     """Each host's plan, one read round trip per host; nothing is written."""
     events = bus or Bus()
+    warm.start(module_for(h) for h in hosts)
 
     def work(transport: Transport, host: Host) -> HostPlan:
         return HostRun(transport, host, events, options).read()[1]

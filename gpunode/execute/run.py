@@ -8,10 +8,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gpunode.events import Bus, HostFinished, HostStatusChanged, RunFinished, RunStarted
+from gpunode.execute import warm
 from gpunode.execute.host import HostRun, Options
 from gpunode.execute.result import HostResult, RunResult
 from gpunode.hostpool import Opener, run_hosts
 from gpunode.transport.base import Transport
+from gpunode.transport.connect import module_for
 from gpunode.transport.secret import Secret
 
 if TYPE_CHECKING:
@@ -45,6 +47,7 @@ def apply(
     stop = opts.stop
     start = time.monotonic()
     bus.emit(RunStarted("", command=command, hosts=tuple(h.name for h in hosts), check=opts.check))
+    warm.start(module_for(h) for h in hosts)
     results: dict[str, HostResult] = {}
     aborted = False
     for batch in batches(hosts, serial):

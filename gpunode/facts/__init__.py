@@ -1,5 +1,1 @@
-"""Facts: what each host has, gathered in one round trip."""
-
-from gpunode.facts.model import HostFacts
-
-__all__ = ["HostFacts"]
+"""Facts: what each host has, gathered in one round trip (`gather`, `model`)."""

@@ -21,8 +21,9 @@ from gpunode.mirror.fresh import fresh_plan
 from gpunode.mirror.wheels import PipSet, platform_tag
 from gpunode.plan.aptcheck import Target, closure, taken_version, targets
 from gpunode.repoindex import normalize_repo_url
-from gpunode.resolve import Catalog, IndexUnavailable
 from gpunode.resolve.index import RepoVersions, container_folder, repo_folder
+from gpunode.resolve.packages import Catalog
+from gpunode.resolve.resolver import IndexUnavailable
 from gpunode.transport.base import Transport
 from gpunode.transport.secret import Secret
 

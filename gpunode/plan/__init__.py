@@ -1,5 +1,3 @@
-"""The planner: desired state (inventory + roles) minus facts -> typed changes."""
-
-from gpunode.plan.planner import managed_paths, plan_host, probes_for
-
-__all__ = ["managed_paths", "plan_host", "probes_for"]
+"""The planner: desired state (inventory + roles) minus facts -> typed changes
+(`planner`). No names are re-exported here: `saved` and `simulate` are read without the
+planner and the roles it walks."""

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 from gpunode.changes import Change
 from gpunode.facts.model import HostFacts
-from gpunode.resolve import Catalog, IndexUnavailable
+from gpunode.resolve.packages import Catalog
+from gpunode.resolve.resolver import IndexUnavailable
 from gpunode.roles.ops.apt import version_matches
 from gpunode.versions import compare_debian, debian_key
 

@@ -17,7 +17,8 @@ from gpunode.plan.mirrorcheck import Manifest, unmirrored
 from gpunode.plan.refuse import NVIDIA_RELEASES, refusal
 from gpunode.plan.rerun import put_back, with_journal_holds
 from gpunode.plan.space import space_refusal
-from gpunode.resolve import Catalog, CatalogFor, IndexNeeded, Resolved, Unresolvable, resolve
+from gpunode.resolve.packages import Catalog, Unresolvable
+from gpunode.resolve.resolver import CatalogFor, IndexNeeded, Resolved, resolve
 from gpunode.roles.loader import RoleError, search_path
 from gpunode.roles.ops import OpContext, Probe
 from gpunode.roles.ops.apt import DPKG_LOCKS, apt_get, apt_transactions, install_step, lock_wait

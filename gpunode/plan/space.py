@@ -20,7 +20,8 @@ from gpunode.facts.model import Disk, HostFacts
 from gpunode.inventory.model import Host
 from gpunode.plan.aptcheck import Target, closure, taken_version, targets
 from gpunode.plan.refuse import guessed_space_refusal
-from gpunode.resolve import Catalog, Sizes
+from gpunode.resolve.packages import Catalog
+from gpunode.resolve.resolver import Sizes
 
 SizesOf = Callable[[str, str], Sizes | None]
 

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from gpunode.facts.model import HostFacts
-from gpunode.repoindex import FetchedIndex, IndexCache, PackageVersion
-from gpunode.repoindex import IndexUnavailable as FetchFailed
-from gpunode.resolve.packages import Catalog
-from gpunode.resolve.resolver import CatalogFor, IndexUnavailable, Sizes
+from gpunode.repoindex.fetch import FetchedIndex, IndexCache
+from gpunode.repoindex.fetch import IndexUnavailable as FetchFailed
+
+if TYPE_CHECKING:  # the command's start builds a RepoVersions: the resolver comes later
+    from gpunode.facts.model import HostFacts
+    from gpunode.repoindex.packages import PackageVersion
+    from gpunode.resolve.packages import Catalog
+    from gpunode.resolve.resolver import CatalogFor, Sizes
 
 ARCH = "amd64"  # NVIDIA's x86_64 folders; arch "all" packages count too
 
@@ -44,6 +48,8 @@ class IndexCatalog:
 
     def sizes(self, name: str, version: str) -> Sizes | None:
         """Installed-Size and Size of `name` at `version`; None when the index lacks it."""
+        from gpunode.resolve.resolver import Sizes
+
         found = self._stanza(name, version)
         return Sizes(found.installed_size, found.size) if found else None
 
@@ -76,6 +82,8 @@ class RepoVersions:
             fetched = self.cache.get(url, allow_stale=self.allow_stale)
             return IndexCatalog(fetched, lambda: self.cache.mirror_manifest(url))
         except FetchFailed as exc:
+            from gpunode.resolve.resolver import IndexUnavailable
+
             raise IndexUnavailable(str(exc)) from None
 
     def mirror_files(self, folder_url: str) -> dict[str, str] | None:

@@ -21,7 +21,7 @@ from gpunode.compat import TEMPLATE_FUNCTIONS
 from gpunode.components import COMPONENTS, PRELUDE, repository
 from gpunode.facts.model import HostFacts
 from gpunode.inventory.model import Host
-from gpunode.resolve import Resolved
+from gpunode.resolve.resolver import Resolved
 from gpunode.roles.loader import Role, RoleError, Task, find_role
 from gpunode.roles.ops import OPERATIONS, Operation
 from gpunode.roles.render import render, render_template

@@ -75,6 +75,15 @@ def paramiko_problem() -> str | None:
     return None
 
 
+def module_for(host: Host) -> str:
+    """The module of the transport `open_transport` gives `host` (for execute.warm)."""
+    if host.connection == "local":
+        return "gpunode.transport.local"
+    if host.ssh.transport == "openssh":
+        return "gpunode.transport.openssh"
+    return "gpunode.transport.ssh"
+
+
 def _open(host: Host, become_password: Secret | None) -> Transport:
     if host.connection == "ssh" and host.ssh.transport == "openssh":
         from gpunode.transport.openssh import OpenSSHTransport

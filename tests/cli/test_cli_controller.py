@@ -168,7 +168,9 @@ def test_records_are_private_even_under_umask_0(server: SshServer, tmp_path: Pat
     assert len(records) == 1
     assert _mode(state) == 0o700 and _mode(state / "runs") == 0o700
     assert _mode(records[0]) == 0o600  # created so, with umask 0: not chmod'ed afterwards
-    assert not list((state / "runs").glob(".*"))  # no temporary file left
+    marks = state / "runs" / ".running"  # the running records' markers: none once it ended
+    assert _mode(marks) == 0o700 and not list(marks.iterdir())
+    assert list((state / "runs").glob(".*")) == [marks]  # no temporary file left
     assert "warning" not in out.stderr
 
 

@@ -11,10 +11,10 @@ from gpunode.execute.host import Options
 from gpunode.facts.model import Conda, CondaEnvFacts, HostFacts, Kernels
 from gpunode.mirror.fresh import fresh_plan, fresh_view
 from gpunode.mirror.needs import Needs, _host_needs
-from gpunode.plan import probes_for
 from gpunode.plan.aptcheck import targets
-from gpunode.resolve import Catalog
+from gpunode.plan.planner import probes_for
 from gpunode.resolve.index import RepoVersions
+from gpunode.resolve.packages import Catalog
 from tests.plan.planhelpers import FIX, STACK, catalog, fresh_facts, host_from, plan_host
 
 # the stack the real 2x H200 capture has (driver 580, CUDA 13.0, cuDNN 9, NCCL 2.28), and an

@@ -11,10 +11,10 @@ from typing import Any
 from gpunode.changes import HostPlan
 from gpunode.facts.model import Disk, HostFacts, KernelModule, OsRelease, PciGpu
 from gpunode.inventory import Host, loads
-from gpunode.plan import plan_host as _plan_host
+from gpunode.plan.planner import plan_host as _plan_host
 from gpunode.repoindex import FETCHED, FetchedIndex, parse_packages
-from gpunode.resolve import Catalog
 from gpunode.resolve.index import IndexCatalog
+from gpunode.resolve.packages import Catalog
 
 FIX = Path(__file__).parent.parent / "fixtures" / "plan"
 REPO_URL = "http://127.0.0.1:8080/cuda/repos/ubuntu2204/x86_64/"

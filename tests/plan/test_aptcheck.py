@@ -16,8 +16,8 @@ from gpunode.inventory.model import Host
 from gpunode.plan.aptcheck import unavailable
 from gpunode.repoindex import FETCHED, FetchedIndex
 from gpunode.repoindex.packages import parse_packages
-from gpunode.resolve import Catalog
 from gpunode.resolve.index import IndexCatalog
+from gpunode.resolve.packages import Catalog
 from tests.plan.planhelpers import STACK, fresh_facts, host_from, plan_host
 
 gpunode_lab = pytest.importorskip("gpunode_lab")

@@ -10,8 +10,8 @@ from gpunode.changes import HostPlan
 from gpunode.facts.model import HostFacts, KernelModule, Package
 from gpunode.inventory import Host
 from gpunode.repoindex import FETCHED, FetchedIndex, parse_packages
-from gpunode.resolve import Catalog
 from gpunode.resolve.index import IndexCatalog
+from gpunode.resolve.packages import Catalog
 from tests.plan.planhelpers import FIX, REPO_URL, STACK, fresh_facts, host_from, plan_host
 
 CORE = "datacenter-gpu-manager-4-core"

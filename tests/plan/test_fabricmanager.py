@@ -7,7 +7,7 @@ from test_planner import NO_SYSTEMD, converged
 from gpunode.changes import Change, HostPlan
 from gpunode.facts.model import Fabric, GpuFabric, HostFacts, NvSwitch, Package
 from gpunode.inventory import Host
-from gpunode.plan import probes_for
+from gpunode.plan.planner import probes_for
 from gpunode.roles.ops.base import probe_key
 from tests.plan.planhelpers import STACK, host_from, plan_host
 

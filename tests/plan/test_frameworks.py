@@ -9,7 +9,7 @@ import pytest
 
 from gpunode.facts.model import HostFacts
 from gpunode.inventory import InventoryError, load
-from gpunode.plan import probes_for
+from gpunode.plan.planner import probes_for
 from tests.plan.planhelpers import STACK, host_from, plan_host
 
 NO_SYSTEMD = {"systemd": False}

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from gpunode.facts.model import HostFacts
-from gpunode.resolve import Catalog
+from gpunode.resolve.packages import Catalog
 from tests.plan.planhelpers import catalog, host_from, plan_host
 
 HERE = Path(__file__).parent.parent / "fixtures" / "hardware" / "h200x1-versions"

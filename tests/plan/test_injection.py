@@ -16,8 +16,7 @@ import pytest
 from gpunode.changes import HostPlan
 from gpunode.facts.model import HostFacts, Package
 from gpunode.inventory import Host, load
-from gpunode.resolve import Resolved
-from gpunode.resolve.resolver import driver_pin
+from gpunode.resolve.resolver import Resolved, driver_pin
 from gpunode.roles import search_path
 from gpunode.roles.loader import RoleError
 from gpunode.roles.walk import walk

@@ -85,7 +85,7 @@ def test_a_private_file_goes_to_hosts_only_declared_secret_and_then_0600_unshown
 
 
 def test_a_role_template_linked_to_a_key_is_refused_naming_it(tmp_path: Path) -> None:
-    from gpunode.plan import plan_host as plan
+    from gpunode.plan.planner import plan_host as plan
     from gpunode.roles import search_path
     from gpunode.roles.loader import load_role
 

@@ -20,8 +20,7 @@ from gpunode.facts.model import (
 )
 from gpunode.facts.parse import parse_facts
 from gpunode.inventory import Host
-from gpunode.plan import probes_for
-from gpunode.plan.planner import dpkg_configure
+from gpunode.plan.planner import dpkg_configure, probes_for
 from gpunode.roles.ops.apt import apt_update
 from gpunode.roles.ops.base import sha256
 from tests.plan.planhelpers import FIX, STACK, fresh_facts, host_from, plan_host

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from gpunode.changes import HostPlan
 from gpunode.facts.model import HostFacts, KernelModule, NvidiaSmi, Package
-from gpunode.resolve import Catalog
+from gpunode.resolve.packages import Catalog
 from tests.plan.planhelpers import STACK, catalog, fresh_facts, host_from, plan_host
 
 NO_SYSTEMD = {"systemd": False}

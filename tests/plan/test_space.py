@@ -15,8 +15,8 @@ from gpunode.facts.model import Disk, HostFacts, Package
 from gpunode.plan.space import space_refusal
 from gpunode.repoindex import FETCHED, FetchedIndex, PackageIndex
 from gpunode.repoindex.packages import parse_packages
-from gpunode.resolve import Catalog
 from gpunode.resolve.index import IndexCatalog
+from gpunode.resolve.packages import Catalog
 from tests.plan.planhelpers import STACK, fresh_facts, host_from, plan_host
 
 gpunode_lab = pytest.importorskip("gpunode_lab")

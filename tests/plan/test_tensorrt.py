@@ -14,8 +14,8 @@ from gpunode.compat import check_host
 from gpunode.facts.model import HostFacts, Package
 from gpunode.inventory import Host, InventoryError, loads
 from gpunode.repoindex import FETCHED, FetchedIndex, parse_packages
-from gpunode.resolve import Catalog
 from gpunode.resolve.index import IndexCatalog
+from gpunode.resolve.packages import Catalog
 from tests.plan.planhelpers import FIX, REPO_URL, STACK, fresh_facts, host_from, plan_host
 
 RUNTIME = [

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from gpunode.facts.model import CudaToolkit, HostFacts, Package
 from gpunode.repoindex import FETCHED, FetchedIndex, parse_packages
-from gpunode.resolve import Catalog, resolve
 from gpunode.resolve.index import IndexCatalog
-from gpunode.resolve.packages import PackagePin
+from gpunode.resolve.packages import Catalog, PackagePin
+from gpunode.resolve.resolver import resolve
 from tests.plan.planhelpers import fresh_facts, host_from
 from tests.plan.planhelpers import plan_host as _plan_host
 

@@ -10,8 +10,9 @@ import pytest
 
 from gpunode.facts.model import HostFacts
 from gpunode.inventory.model import Host
-from gpunode.resolve import IndexNeeded, IndexUnavailable, Unresolvable, resolve
 from gpunode.resolve.hostapt import HostCatalog
+from gpunode.resolve.packages import Unresolvable
+from gpunode.resolve.resolver import IndexNeeded, IndexUnavailable, resolve
 
 OFFERED = ["1.16.2-1", "1.17.7-1", "1.17.8-1", "1.18.1-1"]
 WHERE = "https://nvidia.github.io/libnvidia-container/stable/deb/amd64/"

@@ -9,7 +9,7 @@ import pytest
 
 from gpunode.facts.model import HostFacts
 from gpunode.inventory.model import Host
-from gpunode.resolve import resolve
+from gpunode.resolve.resolver import resolve
 
 WHERE = "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/"
 OFFERED = {

@@ -12,7 +12,7 @@ import pytest
 
 from gpunode.facts.model import HostFacts, OsRelease
 from gpunode.inventory import Host, load
-from gpunode.plan import plan_host, probes_for
+from gpunode.plan.planner import plan_host, probes_for
 from gpunode.roles import search_path
 from gpunode.roles.loader import load_role
 
@@ -89,18 +89,18 @@ def test_apply_runs_no_role_shell_on_a_host_its_plan_refuses(
     apply's read must not run the role's `unless:` on that host either. This machine is read
     for real (facts, probes), as an Ubuntu host whatever it runs."""
     from gpunode.events import Bus
-    from gpunode.execute import host as hostrun
+    from gpunode.execute import readhost
     from gpunode.execute.host import HostRun, Options
     from gpunode.transport.local import LocalTransport
 
-    real = hostrun.read_host
+    real = readhost.read_host
 
     def as_ubuntu(*args: Any, **kwargs: Any) -> Any:
         facts, probes = real(*args, **kwargs)
         facts.os = UBUNTU.os
         return facts, probes
 
-    monkeypatch.setattr(hostrun, "read_host", as_ubuntu)
+    monkeypatch.setattr(readhost, "read_host", as_ubuntu)
 
     marker = tmp_path / "unless-ran"
     role = tmp_path / "roles" / "site"

@@ -12,8 +12,7 @@ import pytest
 
 from gpunode.facts.model import HostFacts, OsRelease
 from gpunode.inventory import Host, load
-from gpunode.plan import plan_host
-from gpunode.plan.planner import managed_paths, probes_for
+from gpunode.plan.planner import managed_paths, plan_host, probes_for
 from gpunode.roles import search_path
 from gpunode.roles.loader import RoleError
 from gpunode.roles.render import _expression, _template, render

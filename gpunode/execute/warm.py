@@ -1,0 +1,60 @@
+"""What a host's read needs once its lock is taken, imported in the background.
+
+A converged apply mostly waits: on the SSH handshake, on sshd starting the first session
+(PAM, the motd), on the lock's and the facts' round trips. The planner, the roles and
+Jinja, the facts' model and the resolver are not needed before the host's lock is taken,
+so start-up does not import them (`execute.host` imports them where it uses them): this
+thread does, started with the run, while the hosts connect.
+
+Two threads never import into each other: this one imports the hosts' transports first,
+then the rest; a host's thread imports its transport (waiting, holding no import lock,
+while this thread finishes it) and calls `wait` before its first import of anything else.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Iterable
+
+AFTER_LOCK = (
+    "gpunode.execute.readhost",
+    "gpunode.plan.planner",
+    "gpunode.plan.simulate",
+    "gpunode.resolve.index",
+    "gpunode.resolve.hostapt",
+    "gpunode.execute.undo",
+    "gpunode.execute.journal",
+    "gpunode.roles.ops.apt",
+)
+"""The modules `execute.host` imports in its methods (tests/execute/test_warm.py checks)."""
+
+_thread: threading.Thread | None = None
+_started = threading.Lock()
+
+
+def start(transports: Iterable[str] = ()) -> None:
+    """Import `transports` (module names), then AFTER_LOCK, in a daemon thread; once per
+    process (a second call, by a later batch or command, does nothing)."""
+    global _thread
+    with _started:
+        if _thread is not None:
+            return
+        names = (*dict.fromkeys(transports), *AFTER_LOCK)
+        _thread = threading.Thread(target=_import, args=(names,), name="gpunode-warm", daemon=True)
+        _thread.start()
+
+
+def _import(names: tuple[str, ...]) -> None:
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception:  # the thread that needs it imports it again, and says why
+            return
+
+
+def wait() -> None:
+    """Return once the imports are done (at once when none were started)."""
+    thread = _thread
+    if thread is not None and thread is not threading.current_thread():
+        thread.join()
