@@ -28,18 +28,52 @@ done
 have() { command -v "$1" >/dev/null 2>&1; }
 section() { printf '\n### %s\n' "$1"; }
 # each --file: sha256, mode, owner and ids, or why there is no sha256
+hash_one() {
+  if [ -r "$1" ]; then
+    printf '%s\t%s\t%s\n' "$(sha256sum < "$1" | cut -d' ' -f1)" \
+      "$(stat --printf '%a\t%U:%G\t%u:%g' -- "$1")" "$1"
+  elif [ -e "$1" ]; then
+    printf 'unreadable\t%s\t%s\n' "$(stat --printf '%a\t%U:%G\t%u:%g' -- "$1")" "$1"
+  else
+    printf 'absent\t%s\n' "$1"
+  fi
+}
+# One sha256sum and one stat for all the readable files (a process per file cost more than
+# the hashing); when they do not answer a line for each (a file gone or replaced meanwhile),
+# each file is read alone.
 hash_files() {
-  printf '%s\n' "$files" | while IFS= read -r f; do
+  ok="" n=0
+  while IFS= read -r f; do
     [ -n "$f" ] || continue
-    if [ -r "$f" ]; then
-      printf '%s\t%s\t%s\n' "$(sha256sum < "$f" | cut -d' ' -f1)" \
-        "$(stat --printf '%a\t%U:%G\t%u:%g' -- "$f")" "$f"
-    elif [ -e "$f" ]; then
-      printf 'unreadable\t%s\t%s\n' "$(stat --printf '%a\t%U:%G\t%u:%g' -- "$f")" "$f"
+    if [ -f "$f" ] && [ -r "$f" ]; then
+      ok="${ok:+$ok
+}$f" n=$((n + 1))
     else
-      printf 'absent\t%s\n' "$f"
+      hash_one "$f"
     fi
-  done
+  done <<EOF
+$files
+EOF
+  [ "$n" -gt 0 ] || return 0
+  set -f; old_ifs=$IFS; IFS='
+'
+  set -- $ok
+  sums=$(sha256sum -- "$@" 2>/dev/null | cut -c1-64)
+  attrs=$(stat --printf '%a\t%U:%G\t%u:%g\n' -- "$@" 2>/dev/null)
+  set -- $sums; ns=$#
+  set -- $attrs; na=$#
+  IFS=$old_ifs; set +f
+  if [ "$ns" -eq "$n" ] && [ "$na" -eq "$n" ]; then
+    printf '%s\n' "$sums" | paste - /dev/fd/3 /dev/fd/4 3<<EOF 4<<EOF
+$attrs
+EOF
+$ok
+EOF
+  else
+    while IFS= read -r f; do hash_one "$f"; done <<EOF
+$ok
+EOF
+  fi
 }
 # --only-files: the files a plan named after the facts were read, in the probes' round trip
 if [ -n "$only_files" ]; then section files; hash_files; section end; exit 0; fi
@@ -226,13 +260,19 @@ for p in $conda_prefixes; do
 done
 section dpkg-lock
 # /proc/locks names the holder without needing root (fuser would): the pid on each line
-# whose inode is a dpkg lock's (awk: a shell loop over /proc/locks costs ms per hundred lines)
-for l in /var/lib/dpkg/lock-frontend /var/lib/dpkg/lock; do
-  [ -e "$l" ] || continue
-  ino=$(stat -c %i "$l" 2>/dev/null) || continue
-  awk -v ino=":$ino" 'substr($6, length($6) - length(ino) + 1) == ino { print $5 }' /proc/locks |
-    while read -r pid; do printf '%s %s %s\n' "$l" "$pid" "$(cat "/proc/$pid/comm" 2>/dev/null)"; done
-done
+# whose inode is a dpkg lock's; one stat and one awk for both locks, the front end's first
+# (awk: a shell loop over /proc/locks costs ms per hundred lines)
+set --
+for l in /var/lib/dpkg/lock-frontend /var/lib/dpkg/lock; do [ -e "$l" ] && set -- "$@" "$l"; done
+[ $# -gt 0 ] && locks=$(stat -c '%i %n' -- "$@" 2>/dev/null) && [ -n "$locks" ] &&
+  locks="$locks" awk '
+    BEGIN { n = split(ENVIRON["locks"], line, "\n")
+            for (i = 1; i <= n; i++) { split(line[i], w, " "); ino[i] = ":" w[1]; path[i] = w[2] } }
+    { for (i = 1; i <= n; i++)
+        if (substr($6, length($6) - length(ino[i]) + 1) == ino[i]) held[i] = held[i] " " $5 }
+    END { for (i = 1; i <= n; i++) { m = split(held[i], p, " ")
+            for (j = 1; j <= m; j++) print path[i], p[j] } }' /proc/locks |
+    while read -r l pid; do printf '%s %s %s\n' "$l" "$pid" "$(cat "/proc/$pid/comm" 2>/dev/null)"; done
 section dpkg-audit
 [ -d /var/lib/dpkg/updates ] && ls -A /var/lib/dpkg/updates 2>/dev/null | head -n 5 | sed 's/^/updates /'
 # what `dpkg --audit` reports (package and state), read straight from the status file
