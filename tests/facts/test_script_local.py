@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -204,3 +205,49 @@ def test_a_conda_prefix_a_user_could_write_is_named_and_not_reported(tmp_path: P
         link.unlink()
     assert conda.unsafe[str(link)].endswith(" /tmp")  # /tmp itself: 1777
     assert not marker.exists()
+
+
+def _hash_files(files: list[str], path: str) -> str:
+    """The script's files section alone (its functions), under `path`."""
+    script = resources.files("gpunode.facts").joinpath("script.sh").read_text()
+    body = script[script.index("hash_one() {") : script.index("# --only-files:")]
+    listed = "\n".join(files)
+    argv = ["sh", "-c", f"{body}\nfiles=$1\nhash_files", "sh", listed]
+    env = {**os.environ, "PATH": path}
+    return subprocess.run(argv, capture_output=True, text=True, env=env).stdout
+
+
+def test_managed_files_are_hashed_together_and_alone_when_sha256sum_misses_one(
+    tmp_path: Path,
+) -> None:
+    """One sha256sum for every readable file; when it does not answer a line per file (a
+    file gone between the test and the read), each file is read alone, and every file still
+    gets its own digest and attributes."""
+    files = []
+    for i, mode in enumerate((0o644, 0o600, 0o755)):
+        p = tmp_path / f"managed {i}.conf"  # a space in the name
+        p.write_bytes(f"line {i}\n".encode() * (i + 1))
+        p.chmod(mode)
+        files.append(p)
+    (tmp_path / "a-dir").mkdir()
+    names = [str(p) for p in files] + [str(tmp_path / "a-dir"), str(tmp_path / "gone")]
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    real = shutil.which("sha256sum")
+    (fake / "sha256sum").write_text(  # files named: one line short; stdin: as it is
+        f'#!/bin/sh\n[ $# -gt 0 ] || exec {real}\n{real} "$@" | head -n -1\n'
+    )
+    (fake / "sha256sum").chmod(0o755)
+    whole = _hash_files(names, os.environ["PATH"])
+    alone = _hash_files(names, f"{fake}:{os.environ['PATH']}")
+    for text in (whole, alone):
+        f = parse_facts(f"### files\n{text}### end\n")
+        for p in files:
+            assert f.files[str(p)] == hashlib.sha256(p.read_bytes()).hexdigest(), text
+            st = p.stat()
+            attrs = f.file_attrs[str(p)]
+            assert (int(attrs.mode, 8), attrs.ids) == (st.st_mode & 0o7777,
+                                                       f"{st.st_uid}:{st.st_gid}")  # fmt: skip
+        assert f.files[str(tmp_path / "gone")] == "absent"
+        assert f.files[str(tmp_path / "a-dir")] == ""  # not a file: no digest, as before
+    assert sorted(whole.splitlines()) == sorted(alone.splitlines())
