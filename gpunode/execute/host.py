@@ -6,12 +6,13 @@ Emits events only (never prints). A failed change stops this host, never others.
 from __future__ import annotations
 
 import difflib
+import threading
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from gpunode.changes import RELOAD_REFUSED, Change, HostPlan
 from gpunode.events import (
@@ -53,10 +54,12 @@ if TYPE_CHECKING:
     from gpunode.inventory.model import Host
     from gpunode.resolve.index import RepoVersions
     from gpunode.resolve.resolver import CatalogFor
+    from gpunode.roles.ops.base import Probe
 
     _Catalogs = tuple[CatalogFor | None, CatalogFor | None]
     """Where versions come from: NVIDIA's repository, and libnvidia-container's."""
 
+T = TypeVar("T")
 BOOT_ID = "cat /proc/sys/kernel/random/boot_id"
 # Detached, so the command returns before the connection drops.
 REBOOT_TIMEOUT = 600.0
@@ -113,6 +116,8 @@ class HostRun:
         self.reboot_instead: str | None = None
         """Why the host reboots after all: a module reload whose unload was refused."""
         self._undo: Undo | None = None
+        self._walked: Callable[[], tuple[list[str], list[Probe]] | str] | None = None
+        """The first read's walk of the roles, started beside the lock (`run`)."""
         self.installed = False
         """A package transaction of this run has started: the host is no longer as it was."""
         self.lock_owner: hostlock.Owner | None = None
@@ -138,20 +143,17 @@ class HostRun:
         from gpunode.execute.readhost import read_host
         from gpunode.facts.gather import apt_queries
         from gpunode.facts.model import HostFacts
-        from gpunode.plan.planner import managed_paths, probes_for
-        from gpunode.roles.loader import RoleError
+        from gpunode.plan.planner import probes_for
 
         self.bus.emit(HostStatusChanged(self.host.name, status="gathering"))
-        try:
-            files = [*managed_paths(self.host, self.opts.search), *self.opts.extra_files]
-        except RoleError as exc:  # a role that cannot render: its file:line refuses the host
-            plan = HostPlan(self.host.name, refused=str(exc))
+        walked, self._walked = self._walked, None
+        first = walked() if walked is not None else self._walk()
+        if isinstance(first, str):  # a role that cannot render: its file:line refuses the host
+            plan = HostPlan(self.host.name, refused=first)
             self.bus.emit(PlanReady(self.host.name, changes=(), refused=plan.refused))
             return HostFacts(), plan
+        files, guess = first
         conda = [self.host.stack.conda.prefix] if self.host.stack.conda else []
-        # Probes need only the inventory (rendered against empty facts); any that turn out to
-        # depend on the real facts are read in a second, rare, round trip.
-        guess = probes_for(self.host, None, self.opts.search)
         facts, probes = read_host(
             self.t,
             files=files,
@@ -210,6 +212,21 @@ class HostRun:
             )
         )
         return facts, plan
+
+    def _walk(self) -> tuple[list[str], list[Probe]] | str:
+        """What a first read asks of the host besides its facts: the files the roles manage
+        and their probes, rendered against the inventory alone (a probe that turns out to
+        depend on the real facts is read in a second, rare, round trip); or why a role
+        cannot render (its file:line)."""
+        warm.wait()
+        from gpunode.plan.planner import managed_paths, probes_for
+        from gpunode.roles.loader import RoleError
+
+        try:
+            files = [*managed_paths(self.host, self.opts.search), *self.opts.extra_files]
+        except RoleError as exc:
+            return str(exc)
+        return files, probes_for(self.host, None, self.opts.search)
 
     def _plan(self, facts: HostFacts, probes: dict[str, bool], catalogs: _Catalogs) -> HostPlan:
         """`catalogs`: NVIDIA's repository's and libnvidia-container's."""
@@ -278,6 +295,10 @@ class HostRun:
 
     def run(self) -> HostResult:
         start = time.monotonic()
+        # The roles' walk needs no lock and no facts: it runs while the lock's round trip
+        # (the connection's first session, sshd's PAM and motd included) waits on the host.
+        self._walked = None if self.opts.check else _beside(self._walk)
+        warm.idle()
         try:
             if self._lock():
                 try:
@@ -738,6 +759,31 @@ class HostRun:
         self.result.status = "failed"
         self.result.message = message
         self.bus.emit(HostStatusChanged(self.host.name, status="failed", detail=message))
+
+
+def _beside(work: Callable[[], T]) -> Callable[[], T]:
+    """Start `work` in a thread of its own; the call returned waits for it and gives what
+    it returned, or raises what it raised."""
+    box: list[tuple[bool, Any]] = []
+
+    def target() -> None:
+        try:
+            box.append((True, work()))
+        except BaseException as exc:  # re-raised in the thread that asks
+            box.append((False, exc))
+
+    thread = threading.Thread(target=target, name=f"{threading.current_thread().name}-walk")
+    thread.daemon = True
+    thread.start()
+
+    def result() -> T:
+        thread.join()
+        ok, value = box[0]
+        if not ok:
+            raise value
+        return cast(T, value)
+
+    return result
 
 
 def planned(c: Change) -> PlannedChange:

@@ -9,6 +9,8 @@ thread does, started with the run, while the hosts connect.
 Two threads never import into each other: this one imports the hosts' transports first,
 then the rest; a host's thread imports its transport (waiting, holding no import lock,
 while this thread finishes it) and calls `wait` before its first import of anything else.
+The rest waits for the first host to be waiting itself (`idle`): imported beside the
+SSH handshake, it would only slow the handshake down (one interpreter lock).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ AFTER_LOCK = (
 
 _thread: threading.Thread | None = None
 _started = threading.Lock()
+_go = threading.Event()
 
 
 def start(transports: Iterable[str] = ()) -> None:
@@ -40,21 +43,34 @@ def start(transports: Iterable[str] = ()) -> None:
     with _started:
         if _thread is not None:
             return
-        names = (*dict.fromkeys(transports), *AFTER_LOCK)
-        _thread = threading.Thread(target=_import, args=(names,), name="gpunode-warm", daemon=True)
+        args = (tuple(dict.fromkeys(transports)),)
+        _thread = threading.Thread(target=_run, args=args, name="gpunode-warm", daemon=True)
         _thread.start()
 
 
-def _import(names: tuple[str, ...]) -> None:
+def _run(transports: tuple[str, ...]) -> None:
+    if _import(transports):
+        _go.wait()
+        _import(AFTER_LOCK)
+
+
+def _import(names: tuple[str, ...]) -> bool:
     for name in names:
         try:
             importlib.import_module(name)
         except Exception:  # the thread that needs it imports it again, and says why
-            return
+            return False
+    return True
+
+
+def idle() -> None:
+    """A host's thread is about to wait on the network: the rest may be imported now."""
+    _go.set()
 
 
 def wait() -> None:
     """Return once the imports are done (at once when none were started)."""
+    _go.set()
     thread = _thread
     if thread is not None and thread is not threading.current_thread():
         thread.join()
