@@ -144,6 +144,7 @@ class HostRun:
         from gpunode.facts.gather import apt_queries
         from gpunode.facts.model import HostFacts
         from gpunode.plan.planner import probes_for
+        from gpunode.roles.walk import precompile
 
         self.bus.emit(HostStatusChanged(self.host.name, status="gathering"))
         walked, self._walked = self._walked, None
@@ -154,6 +155,8 @@ class HostRun:
             return HostFacts(), plan
         files, guess = first
         conda = [self.host.stack.conda.prefix] if self.host.stack.conda else []
+        # the roles' templates compile while the facts are read: the plan then only renders
+        compiled = _beside(lambda: precompile(self.host, self.opts.search))
         facts, probes = read_host(
             self.t,
             files=files,
@@ -162,6 +165,7 @@ class HostRun:
             timeout=self.opts.facts_timeout,
             apt=apt_queries(self.host),
         )
+        compiled()
         self.result.facts_seconds.append(facts.gather_seconds)
         self.bus.emit(
             FactsGathered(

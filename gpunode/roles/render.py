@@ -342,12 +342,7 @@ def render_template(templates: Path, name: str, ctx: dict[str, Any]) -> str:
     key = _plain_key(templates, name, free, ctx) if free is not None else None
     if key is not None and (text := _RENDERED.get(key)) is not None:
         return text
-    _own_file(templates, name)
-    template, linear = _compiling(lambda: _env(templates).get_template(name))
-    if template in _LINEAR_FILES:  # Jinja's cached template: compiled earlier, judged then
-        linear = _LINEAR_FILES[template]
-    else:
-        _LINEAR_FILES[template] = linear
+    template, linear = _file_template(templates, name)
     text = template.render(**ctx) if linear else _bounded(lambda: template.render(**ctx))
     if free is None:
         free = _FREE.setdefault((templates, name), _free_names(templates, name))
@@ -357,6 +352,39 @@ def render_template(templates: Path, name: str, ctx: dict[str, Any]) -> str:
             _RENDERED.clear()
         _RENDERED[key] = text
     return text
+
+
+def _file_template(templates: Path, name: str) -> tuple[jinja2.Template, bool]:
+    _own_file(templates, name)
+    template, linear = _compiling(lambda: _env(templates).get_template(name))
+    if template in _LINEAR_FILES:  # Jinja's cached template: compiled earlier, judged then
+        return template, _LINEAR_FILES[template]
+    _LINEAR_FILES[template] = linear
+    return template, linear
+
+
+def precompile(value: Any, templates: Path | None = None, file: str | None = None) -> None:
+    """Compile what `render(value, ...)` would, and the template file `file` of
+    `templates`, rendering nothing (the caches above keep them), so that a render after
+    this only renders. What does not compile is left for its render to report, with its
+    place."""
+    try:
+        if templates is not None and file is not None:
+            _file_template(templates, file)
+        if isinstance(value, str) and ("{{" in value or "{%" in value):
+            single = _SINGLE.match(value)
+            if single and "{{" not in single.group("expr"):
+                _expression(single.group("expr"))
+            else:
+                _template(value)
+        elif isinstance(value, list):
+            for v in value:
+                precompile(v)
+        elif isinstance(value, dict):
+            for v in value.values():
+                precompile(v)
+    except Exception:  # the render reports it, where it is
+        return
 
 
 MAX_RENDERS_KEPT = 1024

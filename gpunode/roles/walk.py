@@ -22,8 +22,9 @@ from gpunode.components import COMPONENTS, PRELUDE, repository
 from gpunode.facts.model import HostFacts
 from gpunode.inventory.model import Host
 from gpunode.resolve.resolver import Resolved
-from gpunode.roles.loader import Role, RoleError, Task, find_role
+from gpunode.roles.loader import Role, RoleError, Task, find_role, search_path
 from gpunode.roles.ops import OPERATIONS, Operation
+from gpunode.roles.render import precompile as precompile_value
 from gpunode.roles.render import render, render_template
 
 _COMPAT = SimpleNamespace(**TEMPLATE_FUNCTIONS)
@@ -124,6 +125,29 @@ def walk(
                 yield from _task(role, task, ctx, guess=guess)
             except (RoleError, ValueError, TypeError, AttributeError):
                 continue
+
+
+def precompile(host: Host, search: tuple[Path, ...] | None) -> None:
+    """Compile every expression and template of the host's roles, rendering nothing: run
+    while the host's facts are read, the plan after them only renders. A role that cannot
+    be found or read is left for the plan's walk to report."""
+    where, replace = search or search_path(None), host.stack.replace_builtin_roles
+    try:
+        roles = [find_role(name, where, replace) for name in builtin_roles(host)]
+    except (RoleError, OSError):
+        return
+    for role in roles:
+        for value in role.defaults.values():
+            precompile_value(value)
+        for task in role.tasks:
+            op = OPERATIONS.get(task.op)
+            src = task.args.get("src")
+            plain = isinstance(src, str) and "{{" not in src and "{%" not in src
+            if op is not None and op.renders_template and plain:
+                precompile_value(None, role.templates, src)
+            if task.when is not None:
+                precompile_value("{{ " + str(task.when) + " }}")
+            precompile_value([task.loop, task.args, task.name])
 
 
 def _op(task: Task) -> Operation:
