@@ -4,14 +4,17 @@
 
 A one-host lab of its own (state in a temporary folder, addresses 127.0.67.X), converged
 once. Then each tree (a checkout of gpunode: `--tree before=/tmp/old --tree after=.`; the
-installed gpunode when none is given) runs `gpunode apply --yes --json`, with and without
+installed gpunode when none is given) runs `gpunode apply --yes --json` (as the installed
+command does: `python -c`, not `python -m`; run records in a state folder of the
+benchmark's own, empty at its start), with and without
 smoke tests, RUNS times, the trees and modes alternating so that noise hits them alike.
 Each event's arrival is timed from the command's start (stdout unbuffered, read line by
 line), and the phases are the gaps between these milestones:
 
 - start-up: Python, imports, the inventory read and validated (up to `run-started`);
 - connect: TCP, SSH handshake, public-key authentication (`host-connected`);
-- facts: the facts session, the host's own script included (`facts-gathered`);
+- facts: the host's lock taken (the connection's first session), then the facts session,
+  the host's own script included (`facts-gathered`);
 - plan: resolving versions and planning (`plan-ready`);
 - smoke: the smoke session (the last `smoke-result`);
 - exit: the run record, closing the connection, the process's exit.
@@ -35,6 +38,8 @@ from pathlib import Path
 from bench.latency import gpunode
 
 NET = "67"
+# What the `gpunode` command that pip installs runs (`python -m gpunode` costs more)
+AS_INSTALLED = "import sys; from gpunode.cli import run; sys.argv[0] = 'gpunode'; sys.exit(run())"
 MILESTONES = ("run-started", "host-connected", "facts-gathered", "plan-ready", "smoke-result")
 PHASES = ("start-up", "connect", "facts", "plan", "smoke", "exit")
 
@@ -46,13 +51,13 @@ def children_cpu() -> float:
 
 def one_apply(env: dict[str, str], inventory: Path, smoke: bool) -> dict[str, float]:
     """Milliseconds per phase of one converged apply, and its CPU."""
-    argv = [sys.executable, "-m", "gpunode", "apply", str(inventory), "--yes", "--json"]
+    argv = [sys.executable, "-c", AS_INSTALLED, "apply", str(inventory), "--yes", "--json"]
     if not smoke:
         argv.append("--no-smoke")
     seen: dict[str, float] = {}
     cpu0 = children_cpu()
     t0 = time.perf_counter()
-    # cwd: `python -m` puts the working directory ahead of PYTHONPATH, where a tree is
+    # cwd: `python -c` puts the working directory ahead of PYTHONPATH, where a tree is
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True, cwd=inventory.parent)
     assert proc.stdout is not None
     last = ""
@@ -87,7 +92,8 @@ def main() -> None:
     args = ap.parse_args()
     trees = dict(t.split("=", 1) for t in args.tree) or {"installed": ""}
     with tempfile.TemporaryDirectory(prefix="gpunode-onehost-") as tmp:
-        env = {**os.environ, "GPUNODE_LAB_DIR": str(Path(tmp) / "lab"), "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "GPUNODE_LAB_DIR": str(Path(tmp) / "lab"), "PYTHONUNBUFFERED": "1",
+               "GPUNODE_STATE_DIR": str(Path(tmp) / "state")}  # fmt: skip
         env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: bytecode cached
         gpunode(env, "lab", "up", "--hosts", "1", "--net", args.net)
         try:

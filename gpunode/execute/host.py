@@ -30,7 +30,7 @@ from gpunode.events import (
     RebootPending,
     RebootStarted,
 )
-from gpunode.execute import aptmessages, hostlock, warm
+from gpunode.execute import aptmessages, firstask, hostlock, warm
 from gpunode.execute.machine import Machine
 from gpunode.execute.output import StepOutput
 from gpunode.execute.result import ChangeResult, HostResult
@@ -54,7 +54,6 @@ if TYPE_CHECKING:
     from gpunode.inventory.model import Host
     from gpunode.resolve.index import RepoVersions
     from gpunode.resolve.resolver import CatalogFor
-    from gpunode.roles.ops.base import Probe
 
     _Catalogs = tuple[CatalogFor | None, CatalogFor | None]
     """Where versions come from: NVIDIA's repository, and libnvidia-container's."""
@@ -116,7 +115,7 @@ class HostRun:
         self.reboot_instead: str | None = None
         """Why the host reboots after all: a module reload whose unload was refused."""
         self._undo: Undo | None = None
-        self._walked: Callable[[], tuple[list[str], list[Probe]] | str] | None = None
+        self._walked: Callable[[], tuple[firstask.Asked, bool] | str] | None = None
         """The first read's walk of the roles, started beside the lock (`run`)."""
         self.installed = False
         """A package transaction of this run has started: the host is no longer as it was."""
@@ -139,24 +138,20 @@ class HostRun:
         `unless:`) run too, once the facts show it is not refused; plan and --check run none.
         `verify`: the read after a run's changes; its plan reaches the views only when it
         still has changes (or is refused)."""
-        warm.wait()  # first: no import of this thread runs beside warm's (see there)
+        # the facts command's modules first; no import of this thread runs beside warm's
+        warm.wait("gpunode.execute.readhost")
         from gpunode.execute.readhost import read_host
         from gpunode.facts.gather import apt_queries
-        from gpunode.facts.model import HostFacts
-        from gpunode.plan.planner import probes_for
-        from gpunode.roles.walk import precompile
 
         self.bus.emit(HostStatusChanged(self.host.name, status="gathering"))
         walked, self._walked = self._walked, None
-        first = walked() if walked is not None else self._walk()
+        first = walked() if walked is not None else self._ask(recall=False)
         if isinstance(first, str):  # a role that cannot render: its file:line refuses the host
-            plan = HostPlan(self.host.name, refused=first)
-            self.bus.emit(PlanReady(self.host.name, changes=(), refused=plan.refused))
-            return HostFacts(), plan
-        files, guess = first
+            return self._refused(first)
+        (files, guess), recalled = first
         conda = [self.host.stack.conda.prefix] if self.host.stack.conda else []
         # the roles' templates compile while the facts are read: the plan then only renders
-        compiled = _beside(lambda: precompile(self.host, self.opts.search))
+        compiled = _beside(self._precompile)
         facts, probes = read_host(
             self.t,
             files=files,
@@ -166,6 +161,9 @@ class HostRun:
             apt=apt_queries(self.host),
         )
         compiled()
+        warm.wait()
+        from gpunode.plan.planner import probes_for
+
         self.result.facts_seconds.append(facts.gather_seconds)
         self.bus.emit(
             FactsGathered(
@@ -173,6 +171,10 @@ class HostRun:
             )
         )
         wanted = probes_for(self.host, facts, self.opts.search, role_shell=apply)
+        asked_as = {p.key: p.command for p in guess}
+        for p in wanted:  # a remembered probe of another command: asked again, below
+            if asked_as.get(p.key, p.command) != p.command:
+                probes.pop(p.key, None)
         self.bus.emit(HostStatusChanged(self.host.name, status="planning"))
         versions, repos = self.opts.versions, self.host.repos
         catalogs = (
@@ -190,6 +192,8 @@ class HostRun:
         # a plan that refuses the host already runs no role shell there (an `unless:`)
         missing = [p for p in wanted if p.key not in probes and not (plan.refused and p.role_shell)]
         unhashed = [f for f in plan.reads if f not in facts.files]
+        if recalled and (unhashed or any(not p.role_shell for p in missing)):
+            self._ask(recall=False)  # a stale ask: the roles' own, remembered for the next run
         if missing or unhashed:
             more, found = read_host(self.t, files=unhashed, probes=missing, only_files=True,
                                     timeout=self.opts.facts_timeout)  # fmt: skip
@@ -217,20 +221,38 @@ class HostRun:
         )
         return facts, plan
 
-    def _walk(self) -> tuple[list[str], list[Probe]] | str:
-        """What a first read asks of the host besides its facts: the files the roles manage
-        and their probes, rendered against the inventory alone (a probe that turns out to
-        depend on the real facts is read in a second, rare, round trip); or why a role
-        cannot render (its file:line)."""
+    def _refused(self, why: str) -> tuple[HostFacts, HostPlan]:
+        from gpunode.facts.model import HostFacts
+
+        plan = HostPlan(self.host.name, refused=why)
+        self.bus.emit(PlanReady(self.host.name, changes=(), refused=plan.refused))
+        return HostFacts(), plan
+
+    def _precompile(self) -> None:
+        warm.wait()
+        from gpunode.roles.walk import precompile
+
+        precompile(self.host, self.opts.search)
+
+    def _ask(self, *, recall: bool) -> tuple[firstask.Asked, bool] | str:
+        """What a first read asks of the host besides its facts (the files the roles manage,
+        their probes, rendered against the inventory alone), and whether it was remembered
+        (`firstask`) rather than walked; or why a role cannot render (its file:line). A
+        walked ask is remembered for the next run."""
+        extra = self.opts.extra_files
+        if recall and (asked := firstask.recall(self.host, self.opts.search, extra)):
+            return asked, True
         warm.wait()
         from gpunode.plan.planner import managed_paths, probes_for
         from gpunode.roles.loader import RoleError
 
         try:
-            files = [*managed_paths(self.host, self.opts.search), *self.opts.extra_files]
+            files = [*managed_paths(self.host, self.opts.search), *extra]
         except RoleError as exc:
             return str(exc)
-        return files, probes_for(self.host, None, self.opts.search)
+        walked = files, probes_for(self.host, None, self.opts.search)
+        firstask.remember(self.host, self.opts.search, extra, walked)
+        return walked, False
 
     def _plan(self, facts: HostFacts, probes: dict[str, bool], catalogs: _Catalogs) -> HostPlan:
         """`catalogs`: NVIDIA's repository's and libnvidia-container's."""
@@ -301,7 +323,7 @@ class HostRun:
         start = time.monotonic()
         # The roles' walk needs no lock and no facts: it runs while the lock's round trip
         # (the connection's first session, sshd's PAM and motd included) waits on the host.
-        self._walked = None if self.opts.check else _beside(self._walk)
+        self._walked = None if self.opts.check else _beside(lambda: self._ask(recall=True))
         warm.idle()
         try:
             if self._lock():

@@ -5,12 +5,15 @@ from __future__ import annotations
 import shlex
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from gpunode.facts.gather import facts_command
 from gpunode.facts.model import HostFacts
 from gpunode.facts.parse import parse_facts
-from gpunode.roles.ops import Probe
 from gpunode.transport.base import Transport, TransportError
+
+if TYPE_CHECKING:  # not the package: its operations are the planner's (execute/warm.py)
+    from gpunode.roles.probe import Probe
 
 MARK = "### gpunode-probes"
 

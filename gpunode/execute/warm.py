@@ -20,7 +20,7 @@ import threading
 from collections.abc import Iterable
 
 AFTER_LOCK = (
-    "gpunode.execute.readhost",
+    "gpunode.execute.readhost",  # first: the facts command, whose round trip the rest fills
     "gpunode.plan.planner",
     "gpunode.plan.simulate",
     "gpunode.resolve.index",
@@ -34,6 +34,8 @@ AFTER_LOCK = (
 _thread: threading.Thread | None = None
 _started = threading.Lock()
 _go = threading.Event()
+_done: set[str] = set()
+_progress = threading.Condition()
 
 
 def start(transports: Iterable[str] = ()) -> None:
@@ -60,6 +62,9 @@ def _import(names: tuple[str, ...]) -> bool:
             importlib.import_module(name)
         except Exception:  # the thread that needs it imports it again, and says why
             return False
+        with _progress:
+            _done.add(name)
+            _progress.notify_all()
     return True
 
 
@@ -68,9 +73,15 @@ def idle() -> None:
     _go.set()
 
 
-def wait() -> None:
-    """Return once the imports are done (at once when none were started)."""
+def wait(module: str | None = None) -> None:
+    """Return once the imports are done, or `module` (one of AFTER_LOCK) and those before it
+    (at once when none were started)."""
     _go.set()
     thread = _thread
-    if thread is not None and thread is not threading.current_thread():
+    if thread is None or thread is threading.current_thread():
+        return
+    if module is None:
         thread.join()
+        return
+    with _progress:
+        _progress.wait_for(lambda: module in _done or not thread.is_alive())

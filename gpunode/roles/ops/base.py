@@ -20,6 +20,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, create_model
 
 from gpunode.changes import Change, Step
 from gpunode.facts.model import HostFacts
+from gpunode.roles.probe import Probe
 
 
 class Args(BaseModel):
@@ -104,18 +105,6 @@ Name = Annotated[
     str, AfterValidator(shaped(r"[A-Za-z0-9_][A-Za-z0-9_.@:+-]*", "a name (not an option)"))
 ]
 """A systemd unit, an alternative, a conda env: letters, digits, `_.@:+-`, no leading `-`."""
-
-
-@dataclass(frozen=True)
-class Probe:
-    """A shell check whose exit status (0 = true) an operation needs."""
-
-    key: str
-    command: str
-    role_shell: bool = False
-    """Shell a role wrote (a command's `unless:`), not gpunode: it runs only when the host
-    is applied and not refused, never for `plan` or `apply --check` (unless the task says
-    `check_mode_probe: true`)."""
 
 
 @dataclass

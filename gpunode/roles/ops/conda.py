@@ -14,13 +14,13 @@ from gpunode.roles.ops.base import (
     Name,
     OpContext,
     Operation,
-    Probe,
     Url,
     probe_key,
     q,
     shaped,
 )
 from gpunode.roles.ops.fetch import PRIVATE_DIR, pip_trusted, verified
+from gpunode.roles.probe import Probe
 from gpunode.versions import matches_prefix
 
 

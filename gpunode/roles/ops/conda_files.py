@@ -14,7 +14,6 @@ from gpunode.roles.ops.base import (
     Name,
     OpContext,
     Operation,
-    Probe,
     Url,
     probe_key,
     q,
@@ -22,6 +21,7 @@ from gpunode.roles.ops.base import (
 )
 from gpunode.roles.ops.conda import trusted_prefix
 from gpunode.roles.ops.fetch import pip_trusted
+from gpunode.roles.probe import Probe
 
 Sha256 = Annotated[str, AfterValidator(shaped(r"[0-9a-f]{64}", "a sha256 (64 hex digits)"))]
 

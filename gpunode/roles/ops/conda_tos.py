@@ -8,8 +8,9 @@ from typing import Any
 from pydantic import Field
 
 from gpunode.changes import Change
-from gpunode.roles.ops.base import AbsPath, Args, OpContext, Operation, Probe, Url, probe_key, q
+from gpunode.roles.ops.base import AbsPath, Args, OpContext, Operation, Url, probe_key, q
 from gpunode.roles.ops.conda import trusted_prefix
+from gpunode.roles.probe import Probe
 
 
 def tos_dir(prefix: str, url: str) -> str:

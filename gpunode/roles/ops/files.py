@@ -17,13 +17,13 @@ from gpunode.roles.ops.base import (
     OpContext,
     Operation,
     Owner,
-    Probe,
     attrs_fix,
     file_hash,
     probe_key,
     q,
     sha256,
 )
+from gpunode.roles.probe import Probe
 
 
 class FileArgs(Args):

@@ -9,17 +9,8 @@ from typing import Any
 from pydantic import Field
 
 from gpunode.changes import Change
-from gpunode.roles.ops.base import (
-    AbsPath,
-    Args,
-    FilePath,
-    Name,
-    OpContext,
-    Operation,
-    Probe,
-    probe_key,
-    q,
-)
+from gpunode.roles.ops.base import AbsPath, Args, FilePath, Name, OpContext, Operation, probe_key, q
+from gpunode.roles.probe import Probe
 
 
 class AlternativesArgs(Args):

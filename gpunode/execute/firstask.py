@@ -1,0 +1,77 @@
+"""What a host's first read asked besides its facts, remembered for the next run.
+
+The facts command also hashes the files the host's roles manage and runs the probes they
+guess (`HostRun._walk`), and walking the roles for those needs the planner, the roles
+and Jinja imported and every role rendered: a converged apply spent that time before its
+facts command could leave. The last run's answer for the same host (its inventory
+entry, the role folders searched, gpunode's planner) is kept here, so the facts command
+leaves at once and the walk runs beside its round trip.
+
+A remembered ask is a guess, never a plan: the plan after the facts walks the roles
+again and reads what it still lacks (a file to hash, a probe) in one more round trip
+(`HostRun.read`), so a stale one costs time, not a wrong change. Kept as plain data
+through `diskmemo` (0700, this user's files only).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gpunode import diskmemo
+
+if TYPE_CHECKING:
+    from gpunode.inventory.model import Host
+    from gpunode.roles.probe import Probe
+
+KIND = "first-ask"
+_CODE = ("execute/firstask.py", "plan/planner.py", "roles/walk.py", "roles/render.py")
+"""What makes the ask: the walk, and the operations (roles/ops/*.py) that name the probes."""
+Asked = tuple[list[str], list["Probe"]]
+"""The files to hash and the probes to run."""
+
+
+@functools.cache
+def _code() -> bytes:
+    """The digest of the modules that make an ask, read as files: finding them as modules
+    would import the operations' package, in a host's thread (execute/warm.py)."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256(b"gpunode-first-ask-1\0")
+    try:
+        for rel in (*_CODE, *sorted(p.name for p in (root / "roles" / "ops").glob("*.py"))):
+            path = root / rel if "/" in rel else root / "roles" / "ops" / rel
+            h.update(f"{rel}\0".encode() + path.read_bytes())
+    except OSError:
+        return b""
+    return h.digest()
+
+
+def _key(host: Host, search: Sequence[Path] | None, extra: Sequence[str]) -> str | None:
+    code = _code()
+    where = "\0".join(os.fspath(p) for p in search or ())
+    return diskmemo.key(code, host.model_dump_json().encode(), where.encode(),
+                        "\0".join(extra).encode())  # fmt: skip
+
+
+def recall(host: Host, search: Sequence[Path] | None, extra: Sequence[str]) -> Asked | None:
+    """The ask remembered for `host`, or None."""
+    from gpunode.roles.probe import Probe
+
+    k = _key(host, search, extra)
+    plain: Any = diskmemo.get(KIND, k) if k else None
+    try:
+        files, probes = plain
+        return [str(f) for f in files], [Probe(str(a), str(b), bool(c)) for a, b, c in probes]
+    except (TypeError, ValueError):
+        return None
+
+
+def remember(host: Host, search: Sequence[Path] | None, extra: Sequence[str], asked: Asked) -> None:
+    k = _key(host, search, extra)
+    if k:
+        files, probes = asked
+        diskmemo.put(KIND, k, [list(files), [[p.key, p.command, p.role_shell] for p in probes]])
