@@ -137,6 +137,8 @@ def precompile(host: Host, search: tuple[Path, ...] | None) -> None:
     except (RoleError, OSError):
         return
     for role in roles:
+        if _PRECOMPILED.get(role.path) is role:
+            continue  # another host of these roles did it
         for value in role.defaults.values():
             precompile_value(value)
         for task in role.tasks:
@@ -148,6 +150,11 @@ def precompile(host: Host, search: tuple[Path, ...] | None) -> None:
             if task.when is not None:
                 precompile_value("{{ " + str(task.when) + " }}")
             precompile_value([task.loop, task.args, task.name])
+        _PRECOMPILED[role.path] = role
+
+
+_PRECOMPILED: dict[Path, Role] = {}
+"""Each role folder's role as last precompiled (a role read again is a new object)."""
 
 
 def _op(task: Task) -> Operation:

@@ -11,6 +11,7 @@ import jinja2
 import pytest
 
 from gpunode.roles import render
+from gpunode.roles import walk
 from gpunode.roles.walk import precompile
 from tests.plan.planhelpers import STACK, fresh_facts, host_from, plan_host
 
@@ -19,6 +20,7 @@ def fresh_caches() -> None:
     for memo in (render._expression, render._template):
         memo.cache_clear()
     render._RENDERED.clear()
+    walk._PRECOMPILED.clear()
 
 
 def compiles(monkeypatch: pytest.MonkeyPatch) -> list[str]:
