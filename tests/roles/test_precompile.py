@@ -10,8 +10,7 @@ from typing import Any
 import jinja2
 import pytest
 
-from gpunode.roles import render
-from gpunode.roles import walk
+from gpunode.roles import render, walk
 from gpunode.roles.walk import precompile
 from tests.plan.planhelpers import STACK, fresh_facts, host_from, plan_host
 
