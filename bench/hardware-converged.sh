@@ -17,7 +17,8 @@ runs=${2:-9}
 unset PYTHONDONTWRITEBYTECODE
 . bench/hardware-env.sh
 after=$(realpath "${AFTER:-$PWD}")  # AFTER=DIR: another tree than this checkout
-site=${PYTHONPATH%%:*}
+site=${PYTHONPATH%%:*}  # the wheels' folder; none when the python's own packages serve
+[ "$site" = "$PWD" ] && site=/nonexistent
 pythons=${PYTHONS:-python3}
 for py in $pythons; do
   $py -m compileall -q "$site" "$after/gpunode" "$before/gpunode" >/dev/null
@@ -41,7 +42,10 @@ export GPUNODE_STATE_DIR=$(mktemp -d) GPUNODE_CACHE_DIR=$(mktemp -d)
 apply() {  # apply TREE: one converged apply's wall ms; its recap kept in /tmp/apply.txt
   local s e
   s=$(date +%s%N)
-  PYTHONPATH=$site:$1 $py -m gpunode apply "$inv" --yes --no-tui --no-smoke >/tmp/apply.txt 2>&1
+  # from the inventory's folder: `python -m` puts the working directory first on sys.path,
+  # and from this checkout's root it would run this checkout's gpunode whatever TREE says
+  env -C "$(dirname "$inv")" PYTHONPATH=$site:$1 $py -m gpunode apply "$inv" --yes --no-tui \
+    --no-smoke >/tmp/apply.txt 2>&1
   echo "exit $?" >>/tmp/apply.txt
   e=$(date +%s%N)
   echo $(((e - s) / 1000000))
@@ -64,7 +68,7 @@ for py in $pythons; do
 done
 [ -n "${SKIP_EXPORTER:-}" ] && exit 0
 echo "== the exporter (NVML) beside nvidia-smi, idle"
-PYTHONPATH=$site:$after ${pythons%% *} -m gpunode exporter "$inv" --listen 127.0.0.1:10140 --interval 1 \
+env -C "$(dirname "$inv")" PYTHONPATH=$site:$after ${pythons%% *} -m gpunode exporter "$inv" --listen 127.0.0.1:10140 --interval 1 \
   >/tmp/exporter.log 2>&1 &
 pid=$!
 for _ in $(seq 100); do
