@@ -59,9 +59,12 @@ def _step(owner: Any, name: str, label: str) -> None:
 def _instrument() -> None:
     import paramiko.transport
 
+    import gpunode.execute.firstask as firstask
     import gpunode.execute.host as host
     import gpunode.execute.hostlock as hostlock
     import gpunode.execute.readhost as readhost
+    import gpunode.plan.planner as planner
+    import gpunode.roles.walk as walk
     import gpunode.transport.ssh as ssh
 
     thread_run = threading.Thread.run
@@ -77,11 +80,14 @@ def _instrument() -> None:
     _step(host.HostRun, "run", "a host's run, all of it:")
     _step(hostlock, "take", "  the lock taken")
     _step(host.HostRun, "read", "  read: facts, probes and plan")
-    _step(host, "managed_paths", "    the files' paths")
-    _step(host, "read_host", "    the facts session")
+    # a host's methods import these where they use them: the modules' own names are wrapped
+    _step(firstask, "recall", "    the remembered ask")
+    _step(planner, "managed_paths", "    the files' paths")
+    _step(readhost, "read_host", "    the facts session")
     _step(readhost, "parse_facts", "      parsing the facts")
-    _step(host, "probes_for", "    the probes' walks")
-    _step(host, "plan_host", "    the plan (its walk)")
+    _step(planner, "probes_for", "    the probes' walks")
+    _step(walk, "precompile", "    compiling the roles")
+    _step(planner, "plan_host", "    the plan (its walk)")
     _step(hostlock, "release", "  the lock given back")
 
 

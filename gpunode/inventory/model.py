@@ -789,6 +789,11 @@ class Host(HostEntry):
     name: Name
     groups: list[str] = Field(default_factory=list)
 
+    def shape(self) -> str:
+        """What the roles see of this host before its facts are known: hosts alike share
+        it (the planner's walks before the facts, the remembered first ask)."""
+        return self.model_dump_json(include={"stack", "repos", "gpus", "connection", "become"})
+
     # Cross-field rules run on the merged host only: a layer may set half of a pair.
     @model_validator(mode="after")
     def _reachable(self) -> Host:

@@ -67,11 +67,6 @@ def dpkg_configure(lock_timeout: int) -> str:
     )
 
 
-def _shape(host: Host) -> str:
-    """What the roles see of a host before its facts are known: hosts alike share it."""
-    return host.model_dump_json(include={"stack", "repos", "gpus", "connection", "become"})
-
-
 # Before facts are known the roles see only a host's shape: hosts alike share the results,
 # made once even when every host of a run asks at the same moment.
 _PATHS: Memo[tuple[str, tuple[Path, ...]], tuple[str, ...]] = Memo()
@@ -82,7 +77,7 @@ def managed_paths(host: Host, search: tuple[Path, ...] | None = None) -> list[st
     """Files the facts round trip should hash for this host's roles: each file task's path,
     its content never rendered. A path only the facts can name is hashed once the plan
     names it (HostPlan.reads); a role that cannot render raises RoleError (file:line)."""
-    key = (_shape(host), search or search_path(None))
+    key = (host.shape(), search or search_path(None))
     return list(_PATHS.get(key, lambda: _managed_paths(host, key[1])))
 
 
@@ -109,7 +104,7 @@ def probes_for(
     `role_shell`, and then only with facts that do not refuse the host: `plan` and
     `apply --check` run none of it, `apply` only on a host it is going to change."""
     if facts is None:
-        key = (_shape(host), search or search_path(None))
+        key = (host.shape(), search or search_path(None))
         guessed = _GUESSED.get(key, lambda: tuple(_probes(host, None, key[1])))
         return [p for p in guessed if not p.role_shell]
     probes = _probes(host, facts, search or search_path(None))

@@ -67,8 +67,10 @@ def test_the_ask_is_remembered_and_the_next_read_plans_the_same(
     assert str(managed) in files and any(p.command.startswith("test -e") for p in probes)
     run, again = first_read(inv)
     assert again == [] and run.t.round_trips == 1
-    other = host.model_copy(update={"name": "another"})
-    assert firstask.recall(other, search, ()) is None  # another host's entry: not its ask
+    alike = host.model_copy(update={"name": "another", "address": "192.0.2.7"})
+    assert firstask.recall(alike, search, ()) is not None  # what the roles see is the same
+    other = host.model_copy(update={"gpus": host.gpus.model_copy(update={"count": 4})})
+    assert firstask.recall(other, search, ()) is None  # its roles see another host
 
 
 def test_a_stale_ask_costs_a_round_trip_never_a_wrong_plan(
