@@ -1,8 +1,8 @@
 """Stopping a run, without hosts: a record whose process died reads "abandoned" (report,
-the exporter's records, the next run, which finds it by its running marker), a record directory that cannot be written ends a run
-with a warning, the stop starts no more hosts, and the apply TUI's quit (`q`, Ctrl-Q) asks
-with a dialog that says what quitting does. The lab tests (tests/apply/test_interrupt_lab.py)
-stop real runs through the CLI."""
+the exporter's records, the next run, which finds it by its running marker), a record
+directory that cannot be written ends a run with a warning, the stop starts no more hosts,
+and the apply TUI's quit (`q`, Ctrl-Q) asks with a dialog that says what quitting does.
+The lab tests (tests/apply/test_interrupt_lab.py) stop real runs through the CLI."""
 
 from __future__ import annotations
 
