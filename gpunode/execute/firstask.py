@@ -25,15 +25,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpunode import diskmemo
+from gpunode.roles.probe import Probe
 
 if TYPE_CHECKING:
     from gpunode.inventory.model import Host
-    from gpunode.roles.probe import Probe
 
 KIND = "first-ask"
 _CODE = ("execute/firstask.py", "plan/planner.py", "roles/walk.py", "roles/render.py")
 """What makes the ask: the walk, and the operations (roles/ops/*.py) that name the probes."""
-Asked = tuple[list[str], list["Probe"]]
+Asked = tuple[list[str], list[Probe]]
 """The files to hash and the probes to run."""
 
 
@@ -78,8 +78,6 @@ def recall(host: Host, search: Sequence[Path] | None, extra: Sequence[str]) -> A
 
 
 def _read(k: str) -> Asked | None:
-    from gpunode.roles.probe import Probe
-
     plain: Any = diskmemo.get(KIND, k)
     try:
         files, probes = plain

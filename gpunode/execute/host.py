@@ -115,8 +115,8 @@ class HostRun:
         self.reboot_instead: str | None = None
         """Why the host reboots after all: a module reload whose unload was refused."""
         self._undo: Undo | None = None
-        self._walked: Callable[[], tuple[firstask.Asked, bool] | str] | None = None
-        """The first read's walk of the roles, started beside the lock (`run`)."""
+        self._asking: Callable[[], tuple[firstask.Asked, bool] | str] | None = None
+        """The first read's ask (`_ask`), started beside the lock's round trip (`run`)."""
         self.installed = False
         """A package transaction of this run has started: the host is no longer as it was."""
         self.lock_owner: hostlock.Owner | None = None
@@ -144,8 +144,8 @@ class HostRun:
         from gpunode.facts.gather import apt_queries
 
         self.bus.emit(HostStatusChanged(self.host.name, status="gathering"))
-        walked, self._walked = self._walked, None
-        first = walked() if walked is not None else self._ask(recall=False)
+        asking, self._asking = self._asking, None
+        first = asking() if asking is not None else self._ask(recall=False)
         if isinstance(first, str):  # a role that cannot render: its file:line refuses the host
             return self._refused(first)
         (files, guess), recalled = first
@@ -321,9 +321,10 @@ class HostRun:
 
     def run(self) -> HostResult:
         start = time.monotonic()
-        # The roles' walk needs no lock and no facts: it runs while the lock's round trip
-        # (the connection's first session, sshd's PAM and motd included) waits on the host.
-        self._walked = None if self.opts.check else _beside(lambda: self._ask(recall=True))
+        # The first read's ask needs no lock and no facts: it is recalled (or the roles are
+        # walked) while the lock's round trip, the connection's first session (sshd's PAM
+        # and motd included), waits on the host.
+        self._asking = None if self.opts.check else _beside(lambda: self._ask(recall=True))
         warm.idle()
         try:
             if self._lock():

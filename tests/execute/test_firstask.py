@@ -50,7 +50,7 @@ def first_read(inv: Path) -> tuple[HostRun, list[str]]:
     """A first read as `HostRun.run` starts it: the ask beside the lock's round trip."""
     host = load(inv).hosts["me"]
     run = HostRun(LocalTransport(), host, Bus(), Options(search=search_path(inv)))
-    run._walked = _beside(lambda: run._ask(recall=True))
+    run._asking = _beside(lambda: run._ask(recall=True))
     _, plan = run.read(apply=False)
     return run, [c.title for c in plan.changes]
 
