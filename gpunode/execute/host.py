@@ -145,7 +145,7 @@ class HostRun:
 
         self.bus.emit(HostStatusChanged(self.host.name, status="gathering"))
         asking, self._asking = self._asking, None
-        first = asking() if asking is not None else self._ask(recall=False)
+        first = asking() if asking is not None else self._ask(recall=True)
         if isinstance(first, str):  # a role that cannot render: its file:line refuses the host
             return self._refused(first)
         (files, guess), recalled = first
@@ -324,7 +324,7 @@ class HostRun:
         # The first read's ask needs no lock and no facts: it is recalled (or the roles are
         # walked) while the lock's round trip, the connection's first session (sshd's PAM
         # and motd included), waits on the host.
-        self._asking = None if self.opts.check else _beside(lambda: self._ask(recall=True))
+        self._asking = _beside(lambda: self._ask(recall=True))
         warm.idle()
         try:
             if self._lock():
