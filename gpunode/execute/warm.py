@@ -9,8 +9,9 @@ thread does, started with the run, while the hosts connect.
 Two threads never import into each other: this one imports the hosts' transports first,
 then the rest; a host's thread imports its transport (waiting, holding no import lock,
 while this thread finishes it), then waits (`wait`) for the modules it uses next before
-it imports them: the facts command's first, then all of them. The rest waits for the first host to be waiting itself (`idle`): imported beside the
-SSH handshake, it would only slow the handshake down (one interpreter lock).
+it imports them: the facts command's first, then all of them. The rest waits for the
+first host to be waiting itself (`idle`): imported beside the SSH handshake, it would only
+slow the handshake down (one interpreter lock).
 """
 
 from __future__ import annotations
