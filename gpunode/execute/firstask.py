@@ -1,7 +1,7 @@
 """What a host's first read asked besides its facts, remembered for the next run.
 
 The facts command also hashes the files the host's roles manage and runs the probes they
-guess (`HostRun._walk`), and walking the roles for those needs the planner, the roles
+guess (`HostRun._ask`), and walking the roles for those needs the planner, the roles
 and Jinja imported and every role rendered: a converged apply spent that time before its
 facts command could leave. The last run's answer is kept here, under what it depends on
 (what the roles see of the host before its facts, `Host.shape`, so hosts alike share one;
@@ -42,11 +42,11 @@ def _code() -> bytes:
     """The digest of the modules that make an ask, read as files: finding them as modules
     would import the operations' package, in a host's thread (execute/warm.py)."""
     root = Path(__file__).resolve().parent.parent
+    files = [root / rel for rel in _CODE] + sorted((root / "roles" / "ops").glob("*.py"))
     h = hashlib.sha256(b"gpunode-first-ask-1\0")
     try:
-        for rel in (*_CODE, *sorted(p.name for p in (root / "roles" / "ops").glob("*.py"))):
-            path = root / rel if "/" in rel else root / "roles" / "ops" / rel
-            h.update(f"{rel}\0".encode() + path.read_bytes())
+        for path in files:
+            h.update(f"{path.relative_to(root)}\0".encode() + path.read_bytes())
     except OSError:
         return b""
     return h.digest()

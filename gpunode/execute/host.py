@@ -799,7 +799,7 @@ def _beside(work: Callable[[], T]) -> Callable[[], T]:
         except BaseException as exc:  # re-raised in the thread that asks
             box.append((False, exc))
 
-    thread = threading.Thread(target=target, name=f"{threading.current_thread().name}-walk")
+    thread = threading.Thread(target=target, name=f"{threading.current_thread().name}-beside")
     thread.daemon = True
     thread.start()
 

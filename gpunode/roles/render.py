@@ -313,15 +313,24 @@ def evaluate(expr: str, ctx: dict[str, Any]) -> Any:
     return value
 
 
+def templated(text: str) -> bool:
+    """Whether `text` has anything for Jinja: an expression or a statement."""
+    return "{{" in text or "{%" in text
+
+
+def _single(text: str) -> str | None:
+    """The expression of a value that is one expression and nothing else (it keeps its
+    type: "{{ x }}\n" is text, and its newline stays), else None."""
+    single = _SINGLE.match(text)
+    return single.group("expr") if single and "{{" not in single.group("expr") else None
+
+
 def render(value: Any, ctx: dict[str, Any]) -> Any:
     if isinstance(value, str):
-        if "{{" not in value and "{%" not in value:
+        if not templated(value):
             return value
-        # only a value that is one expression and nothing else keeps its type: "{{ x }}\n"
-        # is text, and its newline stays
-        single = _SINGLE.match(value)
-        if single and "{{" not in single.group("expr"):
-            return evaluate(single.group("expr"), ctx)
+        if (expr := _single(value)) is not None:
+            return evaluate(expr, ctx)
         template, linear = _template(value)
         return template.render(**ctx) if linear else _bounded(lambda: template.render(**ctx))
     if isinstance(value, list):
@@ -363,18 +372,14 @@ def _file_template(templates: Path, name: str) -> tuple[jinja2.Template, bool]:
     return template, linear
 
 
-def precompile(value: Any, templates: Path | None = None, file: str | None = None) -> None:
-    """Compile what `render(value, ...)` would, and the template file `file` of
-    `templates`, rendering nothing (the caches above keep them), so that a render after
-    this only renders. What does not compile is left for its render to report, with its
-    place."""
+def precompile(value: Any) -> None:
+    """Compile what `render(value, ...)` would, rendering nothing (the caches above keep
+    it), so that a render after this only renders. What does not compile is left for its
+    render to report, with its place."""
     try:
-        if templates is not None and file is not None:
-            _file_template(templates, file)
-        if isinstance(value, str) and ("{{" in value or "{%" in value):
-            single = _SINGLE.match(value)
-            if single and "{{" not in single.group("expr"):
-                _expression(single.group("expr"))
+        if isinstance(value, str) and templated(value):
+            if (expr := _single(value)) is not None:
+                _expression(expr)
             else:
                 _template(value)
         elif isinstance(value, list):
@@ -383,6 +388,14 @@ def precompile(value: Any, templates: Path | None = None, file: str | None = Non
         elif isinstance(value, dict):
             for v in value.values():
                 precompile(v)
+    except Exception:  # the render reports it, where it is
+        return
+
+
+def precompile_file(templates: Path, name: str) -> None:
+    """`precompile` for the template file `name` of `templates` (`render_template`'s)."""
+    try:
+        _file_template(templates, name)
     except Exception:  # the render reports it, where it is
         return
 

@@ -25,7 +25,7 @@ from gpunode.resolve.resolver import Resolved
 from gpunode.roles.loader import Role, RoleError, Task, find_role, search_path
 from gpunode.roles.ops import OPERATIONS, Operation
 from gpunode.roles.render import precompile as precompile_value
-from gpunode.roles.render import render, render_template
+from gpunode.roles.render import precompile_file, render, render_template, templated
 
 _COMPAT = SimpleNamespace(**TEMPLATE_FUNCTIONS)
 
@@ -142,13 +142,12 @@ def precompile(host: Host, search: tuple[Path, ...] | None) -> None:
         for value in role.defaults.values():
             precompile_value(value)
         for task in role.tasks:
-            op = OPERATIONS.get(task.op)
-            src = task.args.get("src")
-            plain = isinstance(src, str) and "{{" not in src and "{%" not in src
-            if op is not None and op.renders_template and plain:
-                precompile_value(None, role.templates, src)
+            op, src = OPERATIONS.get(task.op), task.args.get("src")
+            renders = op is not None and op.renders_template
+            if renders and isinstance(src, str) and not templated(src):  # else: as rendered
+                precompile_file(role.templates, src)
             if task.when is not None:
-                precompile_value("{{ " + str(task.when) + " }}")
+                precompile_value(_condition(task.when))
             precompile_value([task.loop, task.args, task.name])
         _PRECOMPILED[role.path] = role
 
@@ -212,15 +211,22 @@ def _problems(exc: ValidationError) -> str:
     )
 
 
+def _condition(when: object) -> str:
+    """A task's `when:` as the expression rendered for it."""
+    return "{{ " + str(when) + " }}"
+
+
 def _task(role: Role, task: Task, ctx: dict[str, Any], guess: bool = False) -> Iterator[Planned]:
     op = _op(task)
     where = f"{task.position} (task {task.name!r})"
     for item in _items(task, ctx, where):
         here = {**ctx, "item": item} if task.loop is not None else ctx
-        if task.when is not None and not guess:
-            cond = task.when if isinstance(task.when, str) else str(task.when)
-            if not _render("{{ " + cond + " }}", here, f"{where}: when"):
-                continue
+        if (
+            task.when is not None
+            and not guess
+            and not _render(_condition(task.when), here, f"{where}: when")
+        ):
+            continue
         raw = _render(task.args, here, where)
         if op.renders_template:
             src = raw.get("src")

@@ -76,7 +76,8 @@ def paramiko_problem() -> str | None:
 
 
 def module_for(host: Host) -> str:
-    """The module of the transport `open_transport` gives `host` (for execute.warm)."""
+    """The module of the transport `open_transport` gives `host` (`_open` picks by it, and
+    execute.warm imports it ahead)."""
     if host.connection == "local":
         return "gpunode.transport.local"
     if host.ssh.transport == "openssh":
@@ -85,7 +86,8 @@ def module_for(host: Host) -> str:
 
 
 def _open(host: Host, become_password: Secret | None) -> Transport:
-    if host.connection == "ssh" and host.ssh.transport == "openssh":
+    kind = module_for(host)
+    if kind == "gpunode.transport.openssh":
         from gpunode.transport.openssh import OpenSSHTransport
 
         assert host.address is not None
@@ -96,16 +98,16 @@ def _open(host: Host, become_password: Secret | None) -> Transport:
             become_password=become_password,
             become_pty=host.become_pty,
         )
-    if host.connection == "ssh" and (problem := paramiko_problem()):
-        from gpunode.transport.base import HostUnreachableError
-
-        raise HostUnreachableError(problem)
-    if host.connection == "local":
+    if kind == "gpunode.transport.local":
         from gpunode.transport.local import LocalTransport
 
         return LocalTransport(
             host.name, become_password=become_password, command_timeout=host.ssh.command_timeout
         )
+    if problem := paramiko_problem():
+        from gpunode.transport.base import HostUnreachableError
+
+        raise HostUnreachableError(problem)
     from gpunode.transport.ssh import SSHTransport
 
     assert host.address is not None
