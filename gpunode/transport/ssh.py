@@ -42,6 +42,9 @@ from gpunode.transport.secret import Secret
 from gpunode.transport.sshconfig import Endpoint, load_config, resolve, unread
 from gpunode.transport.sshfailure import no_banner
 
+READER_WAKE = 1.0
+"""Seconds paramiko's reader thread waits on a quiet connection before it looks round."""
+
 
 def _tcp_keepalive(sock: socket.socket, every: float) -> None:
     """Kernel keepalives too: a peer that vanished (no FIN, no RST) breaks the socket within
@@ -297,6 +300,11 @@ class SSHTransport:
         assert transport is not None
         if s.keepalive:
             transport.set_keepalive(max(1, int(s.keepalive)))
+        # paramiko's reader thread wakes every 0.1 s on a quiet connection, only to see
+        # whether it was closed or a keepalive is due: at 50 hosts, 500 wake-ups a second
+        # for the whole run, each taking the interpreter lock. Once connected, a second is
+        # soon enough for both (keepalives are seconds apart; `close` does not wait for it).
+        transport.sock.settimeout(READER_WAKE)
         return client
 
     def _transport(self) -> paramiko.Transport:

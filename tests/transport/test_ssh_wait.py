@@ -48,3 +48,31 @@ def test_the_end_of_a_command_is_waited_for_not_polled(
     # waits of at most 0.2 s each, woken by each message: a dozen at most, not thousands
     assert len(reads) <= 12, len(reads)
     assert cpu < 0.2, cpu
+
+
+def test_a_quiet_connection_does_not_wake_the_controller_ten_times_a_second(
+    ssh_server: SshServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """paramiko's reader thread looks round each time its socket read times out (is the
+    connection closed, is a keepalive due): 0.1 s apart by default, ten wake-ups a second
+    per host for a whole run. Connected, it waits a second."""
+    from gpunode.transport._paramiko import paramiko
+
+    wakes: list[float] = []
+    real = paramiko.packet.Packetizer._check_keepalive
+
+    def counted(self: paramiko.packet.Packetizer) -> None:
+        wakes.append(time.monotonic())
+        real(self)
+
+    monkeypatch.setattr(paramiko.packet.Packetizer, "_check_keepalive", counted)
+    t = SSHTransport("t1", "127.0.0.1", ssh_server.settings())
+    try:
+        t.run("true")
+        wakes.clear()
+        time.sleep(3.0)  # quiet: nothing sent, nothing received
+        quiet = len(wakes)
+        assert t.run("echo still").stdout == "still\n"  # the connection still serves
+    finally:
+        t.close()
+    assert 1 <= quiet <= 5, quiet  # was 30
