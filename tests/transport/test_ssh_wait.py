@@ -76,3 +76,30 @@ def test_a_quiet_connection_does_not_wake_the_controller_ten_times_a_second(
     finally:
         t.close()
     assert 1 <= quiet <= 5, quiet  # was 30
+
+
+def test_a_quiet_command_is_looked_at_once_a_second(
+    ssh_server: SshServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a command says nothing, its thread wakes only to look at the deadline and the
+    silence: once a second, not five times (fifty hosts' facts reads, seconds each)."""
+    reads: list[float] = []
+    real = ssh._ChannelProcess.read
+
+    def counted(self: ssh._ChannelProcess, wait: float) -> tuple[bytes, bytes, bool]:
+        reads.append(wait)
+        return real(self, wait)
+
+    monkeypatch.setattr(ssh._ChannelProcess, "read", counted)
+    t = SSHTransport("t1", "127.0.0.1", ssh_server.settings())
+    try:
+        t.run("true")
+        reads.clear()
+        wall = time.monotonic()
+        res = t.run("sleep 3; echo done", timeout=30)
+        wall = time.monotonic() - wall
+    finally:
+        t.close()
+    assert res.stdout == "done\n"
+    assert 3.0 <= wall < 3.5  # the output is read as it comes, not at the next look
+    assert len(reads) <= 6, len(reads)  # was 16
