@@ -9,6 +9,7 @@ and (with facts) which changes to make.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,8 +138,10 @@ def precompile(host: Host, search: tuple[Path, ...] | None) -> None:
     except (RoleError, OSError):
         return
     for role in roles:
-        if _PRECOMPILED.get(role.path) is role:
-            continue  # another host of these roles did it
+        with _CLAIM:  # fifty hosts start together: one thread compiles a role, once
+            if _PRECOMPILED.get(role.path) is role:
+                continue  # another host of these roles does it, or did
+            _PRECOMPILED[role.path] = role
         for value in role.defaults.values():
             precompile_value(value)
         for task in role.tasks:
@@ -149,11 +152,13 @@ def precompile(host: Host, search: tuple[Path, ...] | None) -> None:
             if task.when is not None:
                 precompile_value(_condition(task.when))
             precompile_value([task.loop, task.args, task.name])
-        _PRECOMPILED[role.path] = role
 
 
 _PRECOMPILED: dict[Path, Role] = {}
-"""Each role folder's role as last precompiled (a role read again is a new object)."""
+"""Each role folder's role as last taken to precompile (a role read again is a new object).
+A plan that comes before its compile is done compiles what it needs itself (render's
+memos make each value once, whichever thread asks first)."""
+_CLAIM = threading.Lock()
 
 
 def _op(task: Task) -> Operation:

@@ -65,3 +65,39 @@ def test_a_role_that_does_not_compile_is_refused_by_the_plan_at_its_place(
     precompile(host, search)  # says nothing
     plan = plan_host(host, fresh_facts(), search=search)
     assert plan.refused and "tasks.yaml" in plan.refused
+
+
+def test_hosts_starting_together_compile_each_role_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fifty hosts precompile at the same moment: one thread takes each role, the others
+    pass it by (each value's memo waits for the one compile, but every thread walked every
+    role's values to ask it)."""
+    import threading
+
+    host = host_from(STACK)
+    looked: list[object] = []
+    real = walk.precompile_value
+
+    def counted(value: object) -> None:
+        looked.append(value)
+        real(value)
+
+    monkeypatch.setattr(walk, "precompile_value", counted)
+    fresh_caches()
+    precompile(host, None)
+    alone = len(looked)
+    assert alone > 20
+    fresh_caches()
+    looked.clear()
+    start = threading.Barrier(8)
+
+    def one() -> None:
+        start.wait()
+        precompile(host, None)
+
+    threads = [threading.Thread(target=one) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(looked) == alone
+    assert plan_host(host, fresh_facts()).changes  # and the plan after them is whole
