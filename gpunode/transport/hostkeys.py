@@ -155,12 +155,68 @@ def _parse(path: str, lineno: int, text: str) -> KnownLine | None:
     return KnownLine(path, lineno, marker, patterns, keytype, blob)
 
 
+@dataclass(frozen=True)
+class _File:
+    """One known_hosts file's usable lines, and where each plain name is among them."""
+
+    lines: tuple[KnownLine, ...]
+    named: dict[str, tuple[int, ...]]
+    """A lower-cased name -> the lines whose patterns list it plainly (no wildcard, no
+    negation, not hashed)."""
+    other: tuple[int, ...]
+    """The lines any name may match: wildcards, negations, hashed names."""
+    revoked: frozenset[bytes]
+
+    @classmethod
+    def of(cls, lines: Sequence[KnownLine]) -> _File:
+        named: dict[str, list[int]] = {}
+        other = []
+        for i, line in enumerate(lines):
+            patterns = line.patterns.split(",")
+            if line.patterns.startswith("|") or any(c in line.patterns for c in "*?!"):
+                other.append(i)
+                continue
+            for pattern in {p.lower() for p in patterns if p}:
+                named.setdefault(pattern, []).append(i)
+        revoked = frozenset(line.blob for line in lines if line.marker == "@revoked")
+        return cls(tuple(lines), {k: tuple(v) for k, v in named.items()}, tuple(other), revoked)
+
+    def candidates(self, name: str) -> list[KnownLine]:
+        """The lines that may cover `name`, in file order (host_matches still decides)."""
+        found = self.named.get(name.lower(), ())
+        return [self.lines[i] for i in sorted((*found, *self.other))]
+
+
+_READ: dict[str, tuple[tuple[int, ...], _File]] = {}
+"""Each file as last parsed, by path, with the stat it was parsed at."""
+_READ_LOCK = threading.Lock()
+
+
+def _read(path: str) -> _File:
+    """The file parsed, once a version of it: each host of an inventory reads the same
+    known_hosts, so each host parsing every line of it made a fleet's start quadratic. A file
+    written since (accept-new appends a line) is parsed again."""
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        st = os.fstat(fh.fileno())
+        version = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        with _READ_LOCK:
+            kept = _READ.get(path)
+        if kept is not None and kept[0] == version:
+            return kept[1]
+        parsed = [_parse(path, n, text) for n, text in enumerate(fh, 1)]
+    part = _File.of([line for line in parsed if line is not None])
+    with _READ_LOCK:
+        _READ[path] = (version, part)
+    return part
+
+
 @dataclass
 class KnownHosts:
     """Every usable line of the known_hosts files, in the order read."""
 
     lines: list[KnownLine] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    _parts: list[_File] = field(default_factory=list, repr=False)
 
     @classmethod
     def load(cls, paths: Sequence[str], optional: Sequence[str] = ()) -> KnownHosts:
@@ -170,18 +226,15 @@ class KnownHosts:
         for p in [*paths, *optional]:
             full = os.path.expanduser(p)
             try:
-                fh = open(full, encoding="utf-8", errors="replace")  # noqa: SIM115
+                part = _read(full)
             except FileNotFoundError:
                 continue
             except OSError:
                 if p in paths:
                     raise
                 continue
-            with fh:
-                for lineno, text in enumerate(fh, 1):
-                    line = _parse(full, lineno, text)
-                    if line is not None:
-                        known.lines.append(line)
+            known.lines.extend(part.lines)
+            known._parts.append(part)
             known.files.append(full)
         return known
 
@@ -189,6 +242,9 @@ class KnownHosts:
     def for_settings(cls, known_hosts_file: str) -> KnownHosts:
         """The inventory's file (ssh.known_hosts_file), then the global ones."""
         return cls.load([known_hosts_file], optional=GLOBAL_KNOWN_HOSTS)
+
+    def _files(self) -> list[_File]:
+        return self._parts if self._parts or not self.lines else [_File.of(self.lines)]
 
     def revoked(self, key: paramiko.PKey) -> KnownLine | None:
         """The `@revoked` line listing this key, if any (whatever host it names)."""
@@ -198,14 +254,12 @@ class KnownHosts:
                 return line
         return None
 
-    def _revoked_blobs(self) -> set[bytes]:
-        return {line.blob for line in self.lines if line.marker == "@revoked"}
-
     def plain_for(self, name: str) -> list[tuple[KnownLine, paramiko.PKey]]:
         """The plain keys known for `name`, revoked ones left out, in file order."""
-        revoked = self._revoked_blobs()
+        files = self._files()
+        revoked = frozenset().union(*(f.revoked for f in files))
         out = []
-        for line in self.lines:
+        for line in (line for f in files for line in f.candidates(name)):
             if line.marker or line.blob in revoked or not host_matches(line.patterns, name):
                 continue
             try:

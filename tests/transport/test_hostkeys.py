@@ -157,3 +157,75 @@ def test_unreadable_global_file_is_passed_over(tmp_path: Path) -> None:
     assert known.files == [str(user)]
     with pytest.raises(OSError):
         KnownHosts.load([str(tmp_path)])
+
+
+def test_a_file_is_parsed_once_a_version_and_again_once_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each host of a run reads the inventory's known_hosts: a fleet's hosts each parsing
+    every line of it was quadratic. A line appended (accept-new) is read."""
+    kh = tmp_path / "known_hosts"
+    keys = [_new_key(tmp_path, f"k{i}") for i in range(3)]
+    kh.write_text("".join(f"host{i} {keys[i]}\n" for i in range(2)))
+    parsed: list[int] = []
+    real = hostkeys._parse
+
+    def counted(path: str, lineno: int, text: str) -> hostkeys.KnownLine | None:
+        parsed.append(lineno)
+        return real(path, lineno, text)
+
+    monkeypatch.setattr(hostkeys, "_parse", counted)
+    for _ in range(50):
+        assert [line.lineno for line, _ in KnownHosts.load([str(kh)]).plain_for("host1")] == [2]
+    assert len(parsed) == 2
+    with kh.open("a") as fh:
+        fh.write(f"host2 {keys[2]}\n")
+    assert [line.lineno for line, _ in KnownHosts.load([str(kh)]).plain_for("host2")] == [3]
+
+
+def test_the_lines_for_a_name_are_those_a_whole_scan_finds(tmp_path: Path) -> None:
+    """plain_for looks a name up among the lines that list it plainly and those any name may
+    match (wildcards, negations, hashed names): the same lines, in the same order, as
+    host_matches over every line."""
+    import base64
+    import hashlib
+    import hmac
+    import random
+
+    rnd = random.Random(7)
+    keys = [_new_key(tmp_path, f"k{i}") for i in range(10)]
+    names = ["alpha", "Beta", "gamma.lab", "[delta]:2222", "10.0.0.5", "epsilon"]
+
+    def hashed(name: str) -> str:
+        salt = rnd.randbytes(20)
+        mac = hmac.new(salt, name.encode(), hashlib.sha1).digest()
+        return f"|1|{base64.b64encode(salt).decode()}|{base64.b64encode(mac).decode()}"
+
+    shapes = [
+        lambda: rnd.choice(names),
+        lambda: ",".join(rnd.sample(names, 2)),
+        lambda: rnd.choice(["*.lab", "gam?a.lab", "*", "[delta]:*"]),
+        lambda: f"!{rnd.choice(names)},*",
+        lambda: hashed(rnd.choice(names).lower()),
+        lambda: rnd.choice(names).upper(),
+    ]
+    lines = []
+    for _ in range(120):
+        marker = rnd.choice(["", "", "", "", "@revoked ", "@cert-authority "])
+        key = rnd.choice(keys[:2] if marker == "@revoked " else keys)  # two keys revoked
+        lines.append(f"{marker}{rnd.choice(shapes)()} {key}\n")
+    kh = tmp_path / "known_hosts"
+    kh.write_text("".join(lines))
+    known = KnownHosts.load([str(kh)])
+    revoked = {line.blob for line in known.lines if line.marker == "@revoked"}
+    found = 0
+    for name in [*names, "zeta", "DELTA"]:
+        want = [
+            (line.path, line.lineno)
+            for line in known.lines
+            if not line.marker and line.blob not in revoked and host_matches(line.patterns, name)
+        ]
+        got = [(line.path, line.lineno) for line, _ in known.plain_for(name)]
+        assert got == want, name
+        found += len(got)
+    assert found >= 20  # the lines of every shape are found, not none of them
