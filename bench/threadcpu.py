@@ -91,6 +91,16 @@ def _instrument() -> None:
     _step(hostlock, "release", "  the lock given back")
 
 
+def _readers_ended(deadline: float) -> None:
+    """Wait for the readers of closed connections: each ends at its next look round (a
+    second apart, gpunode.transport.ssh.READER_WAKE), and its CPU counts when it ends."""
+    import paramiko.transport
+
+    for t in threading.enumerate():
+        if isinstance(t, paramiko.transport.Transport):
+            t.join(max(0.0, deadline - time.monotonic()))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", help="write the figures here (default: stderr)")
@@ -104,7 +114,7 @@ def main() -> None:
     with contextlib.suppress(SystemExit):
         gpunode(argv)
     _cpu["main"] = time.thread_time() - main_cpu
-    time.sleep(0.3)  # the readers of closed connections end
+    _readers_ended(deadline=time.monotonic() + 5)
     lines = [
         f"wall {time.perf_counter() - wall:.2f} s, process CPU "
         f"{(time.process_time() - process) * 1000:.0f} ms",
