@@ -56,16 +56,16 @@ def open_transport(host: Host, *, become_password: Secret | None = None) -> Tran
 PARAMIKO_FLOOR = (3, 4)
 
 
-@cache  # asked for each host: reading the metadata is a walk of sys.path's folders
+@cache  # asked for each host
 def paramiko_problem() -> str | None:
-    """Why the installed paramiko must not be used, or None (read from its metadata,
-    without importing it)."""
-    from importlib.metadata import PackageNotFoundError, version
-
+    """Why the installed paramiko must not be used, or None: the version it says, once
+    imported (the run's warm thread imports it at start; it reads its own metadata then,
+    so the walk of sys.path's folders is not made twice)."""
     try:
-        found = version("paramiko")
-    except PackageNotFoundError:
+        from gpunode.transport._paramiko import paramiko
+    except ImportError:
         return "paramiko is not installed: pip install 'paramiko>=3.4'"
+    found = str(getattr(paramiko, "__version__", ""))
     parts = tuple(int(p) for p in found.split(".")[:2] if p.isdigit())
     if parts < PARAMIKO_FLOOR:
         return (
