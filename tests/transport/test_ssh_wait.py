@@ -21,11 +21,8 @@ ENDS = {
 }
 
 
-@pytest.mark.parametrize("end", list(ENDS))
-def test_the_end_of_a_command_is_waited_for_not_polled(
-    ssh_server: SshServer, monkeypatch: pytest.MonkeyPatch, end: str
-) -> None:
-    command, out, code = ENDS[end]
+def counted_reads(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The wait of each read of a command's channel, from now on."""
     reads: list[float] = []
     real = ssh._ChannelProcess.read
 
@@ -34,6 +31,15 @@ def test_the_end_of_a_command_is_waited_for_not_polled(
         return real(self, wait)
 
     monkeypatch.setattr(ssh._ChannelProcess, "read", counted)
+    return reads
+
+
+@pytest.mark.parametrize("end", list(ENDS))
+def test_the_end_of_a_command_is_waited_for_not_polled(
+    ssh_server: SshServer, monkeypatch: pytest.MonkeyPatch, end: str
+) -> None:
+    command, out, code = ENDS[end]
+    reads = counted_reads(monkeypatch)
     t = SSHTransport("t1", "127.0.0.1", ssh_server.settings())
     try:
         t.run("true")  # connected: the handshake's CPU is not the command's
@@ -83,14 +89,7 @@ def test_a_quiet_command_is_looked_at_once_a_second(
 ) -> None:
     """While a command says nothing, its thread wakes only to look at the deadline and the
     silence: once a second, not five times (fifty hosts' facts reads, seconds each)."""
-    reads: list[float] = []
-    real = ssh._ChannelProcess.read
-
-    def counted(self: ssh._ChannelProcess, wait: float) -> tuple[bytes, bytes, bool]:
-        reads.append(wait)
-        return real(self, wait)
-
-    monkeypatch.setattr(ssh._ChannelProcess, "read", counted)
+    reads = counted_reads(monkeypatch)
     t = SSHTransport("t1", "127.0.0.1", ssh_server.settings())
     try:
         t.run("true")
