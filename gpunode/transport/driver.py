@@ -22,7 +22,7 @@ from gpunode.transport.ring import OutputRing
 LOOK_EVERY = 1.0
 """Seconds between two looks at a quiet command's deadline and silence (a read returns as
 soon as anything comes). Fifty hosts' threads waking five times a second each, for as long
-as their commands ran, were a tenth of a converged 50-host run's CPU."""
+as their commands ran, cost about 0.2 s of a converged 50-host run's 1.4 s of CPU."""
 
 
 class Process(Protocol):
