@@ -53,6 +53,16 @@ class Packages:
 
 
 @dataclass(frozen=True)
+class Fetch:
+    """A file a step downloads and uses only when its sha256 is this one (the conda
+    installer): `gpunode mirror` carries it and plan checks that a mirror holds it, from
+    this, never from the command's text."""
+
+    url: str
+    sha256: str
+
+
+@dataclass(frozen=True)
 class Step:
     """One shell command; `stdin` feeds file contents so they never sit in argv."""
 
@@ -63,6 +73,8 @@ class Step:
     packages: tuple[Packages, ...] = ()
     """What its pip or conda installs take (not part of the plan's fingerprint: the
     command says it)."""
+    fetches: tuple[Fetch, ...] = ()
+    """The pinned files its command downloads (not part of the fingerprint either)."""
 
     def shown(self) -> str:
         if self.stdin is None:

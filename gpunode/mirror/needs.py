@@ -20,6 +20,7 @@ from gpunode.mirror.condachan import CondaSet, conda_set
 from gpunode.mirror.fresh import fresh_plan
 from gpunode.mirror.wheels import PipSet, platform_tag
 from gpunode.plan.aptcheck import Target, closure, taken_version, targets
+from gpunode.plan.mirrorcheck import pinned_by
 from gpunode.repoindex import normalize_repo_url
 from gpunode.resolve.index import RepoVersions, container_folder, repo_folder
 from gpunode.resolve.packages import Catalog
@@ -102,14 +103,12 @@ def fleet_needs(
 def _host_needs(
     out: Needs, host: Host, facts: HostFacts, plan: HostPlan, versions: RepoVersions
 ) -> None:
-    installer = host.repos.conda_installer
-    file = installer.rsplit("/", 1)[-1]
-    if file not in ("", ".", "..") and any(
-        installer in s.command for c in plan.changes for s in c.steps
-    ):
-        rel = "miniconda/" + file
-        sha = host.repos.conda_installer_sha256
-        out.files[rel] = Download(installer, rel, sha, "repos.conda_installer_sha256")
+    for fetch in (f for c in plan.changes for s in c.steps for f in s.fetches):
+        file = fetch.url.rsplit("/", 1)[-1]
+        if file not in ("", ".", ".."):
+            rel = "miniconda/" + file
+            whose = pinned_by(host, fetch)
+            out.files[rel] = Download(fetch.url, rel, fetch.sha256, whose)
     for change in plan.changes:
         for takes in change.packages:
             if takes.tool == "conda" and takes.specs:

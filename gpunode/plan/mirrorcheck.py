@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from gpunode.changes import Change, Packages
+from gpunode.changes import Change, Fetch, Packages
 from gpunode.inventory.model import Host
 
 Manifest = Callable[[str], "dict[str, str] | None"]
@@ -23,17 +23,16 @@ Manifest = Callable[[str], "dict[str, str] | None"]
 
 def unmirrored(host: Host, changes: Sequence[Change], manifest: Manifest) -> str | None:
     """The first file a change fetches from a gpunode mirror that the mirror does not hold
-    (or holds with another sha256 than the inventory pins); None when none is missing."""
-    installer = host.repos.conda_installer
-    folder, _, name = installer.rpartition("/")
+    (or holds with another sha256 than the step pins); None when none is missing."""
     for change in changes:
-        if any(installer in s.command for s in change.steps):
+        for fetch in (f for s in change.steps for f in s.fetches):
+            folder, _, name = fetch.url.rpartition("/")
             held = manifest(folder + "/")
-            if held is not None and held.get(name) != host.repos.conda_installer_sha256:
+            if held is not None and held.get(name) != fetch.sha256:
                 what = "does not hold" if name not in held else "holds another sha256 of"
                 return (
                     f"{change.title}: the mirror {folder}/ {what} {name}"
-                    " (repos.conda_installer_sha256): run `gpunode mirror` for this inventory"
+                    f" ({pinned_by(host, fetch)}): run `gpunode mirror` for this inventory"
                     " again"
                 )
         for takes in change.packages:
@@ -41,6 +40,13 @@ def unmirrored(host: Host, changes: Sequence[Change], manifest: Manifest) -> str
             if why := check(change.title, takes, manifest):
                 return why
     return None
+
+
+def pinned_by(host: Host, fetch: Fetch) -> str:
+    """Where a fetched file's sha256 is set, for messages."""
+    if fetch.url == host.repos.conda_installer:
+        return "repos.conda_installer_sha256"
+    return "its task's installer_sha256"
 
 
 def _unmirrored_conda(title: str, takes: Packages, manifest: Manifest) -> str | None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpunode.changes import Change, Packages, Step
+from gpunode.changes import Change, Fetch, Packages, Step
 from gpunode.inventory.model import Host
 from gpunode.mirror.wheels import STORE, PipSet, WheelError, fetch
 from gpunode.plan.mirrorcheck import unmirrored
@@ -86,11 +86,14 @@ def test_plan_refuses_a_pip_package_or_installer_the_mirror_lacks() -> None:
         f"/opt/conda/envs/t/bin/python -m pip install -q --no-input --index-url"
         f" {mirror}/pytorch/cu124 --extra-index-url {mirror}/simple 'torch==2.4.1'"
     )
-    get = f"curl -fsSL {host.repos.conda_installer} -o /tmp/i.sh"
+    get = Step(
+        f"curl -fsSL {host.repos.conda_installer} -o /tmp/i.sh",
+        fetches=(Fetch(host.repos.conda_installer, "a" * 64),),
+    )
     index = (f"{mirror}/pytorch/cu124", f"{mirror}/simple")
     torch = Packages("pip", "/opt/conda/envs/t", ("torch==2.4.1",), *index)
     changes = [
-        Change("conda", "conda in /opt/conda", "conda", "absent", (Step(get),)),
+        Change("conda", "conda in /opt/conda", "conda", "absent", (get,)),
         Change("conda", "PyTorch 2.4.1 in t", "pip", "absent", (Step(pip, packages=(torch,)),)),
     ]
     folders = {
@@ -107,3 +110,7 @@ def test_plan_refuses_a_pip_package_or_installer_the_mirror_lacks() -> None:
     other = {**folders, f"{mirror}/miniconda/": {"Miniconda3-py312_24.7.1-0-Linux-x86_64.sh": ""}}
     why = unmirrored(host, changes, other.get)
     assert why is not None and "holds another sha256 of Miniconda3-py312" in why, why
+    assert "(repos.conda_installer_sha256)" in why
+    # what a step fetches is what its op says, not a URL its text happens to name
+    says = Change("site", "log", "command", "absent", (Step(f"echo {host.repos.conda_installer}"),))
+    assert unmirrored(host, [says], other.get) is None

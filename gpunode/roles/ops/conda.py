@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field
 
-from gpunode.changes import Change, Packages, Step
+from gpunode.changes import Change, Fetch, Packages, Step
 from gpunode.roles.ops.base import (
     AbsPath,
     Args,
@@ -90,7 +90,12 @@ class Conda(Operation):
                 f"no conda at {a.prefix}",
                 # one root step: a private directory, the verified installer, then run it
                 # (-u: a half-finished earlier install is completed, not refused)
-                [f"{PRIVATE_DIR} && {fetch} && bash {sh} -b -u -p {q(a.prefix)}"],
+                [
+                    Step(
+                        f"{PRIVATE_DIR} && {fetch} && bash {sh} -b -u -p {q(a.prefix)}",
+                        fetches=(Fetch(a.installer_url, a.installer_sha256),),
+                    )
+                ],
             )
         ]
 
