@@ -172,11 +172,10 @@ class _File:
         named: dict[str, list[int]] = {}
         other = []
         for i, line in enumerate(lines):
-            patterns = line.patterns.split(",")
             if line.patterns.startswith("|") or any(c in line.patterns for c in "*?!"):
                 other.append(i)
                 continue
-            for pattern in {p.lower() for p in patterns if p}:
+            for pattern in {p.lower() for p in line.patterns.split(",") if p}:
                 named.setdefault(pattern, []).append(i)
         revoked = frozenset(line.blob for line in lines if line.marker == "@revoked")
         return cls(tuple(lines), {k: tuple(v) for k, v in named.items()}, tuple(other), revoked)
@@ -212,11 +211,15 @@ def _read(path: str) -> _File:
 
 @dataclass
 class KnownHosts:
-    """Every usable line of the known_hosts files, in the order read."""
+    """The known_hosts files read, in order: each parsed once a version (`_read`)."""
 
-    lines: list[KnownLine] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
-    _parts: list[_File] = field(default_factory=list, repr=False)
+    parsed: list[_File] = field(default_factory=list, repr=False)
+
+    @property
+    def lines(self) -> list[KnownLine]:
+        """Every usable line of the files, in the order read."""
+        return [line for part in self.parsed for line in part.lines]
 
     @classmethod
     def load(cls, paths: Sequence[str], optional: Sequence[str] = ()) -> KnownHosts:
@@ -233,8 +236,7 @@ class KnownHosts:
                 if p in paths:
                     raise
                 continue
-            known.lines.extend(part.lines)
-            known._parts.append(part)
+            known.parsed.append(part)
             known.files.append(full)
         return known
 
@@ -242,9 +244,6 @@ class KnownHosts:
     def for_settings(cls, known_hosts_file: str) -> KnownHosts:
         """The inventory's file (ssh.known_hosts_file), then the global ones."""
         return cls.load([known_hosts_file], optional=GLOBAL_KNOWN_HOSTS)
-
-    def _files(self) -> list[_File]:
-        return self._parts if self._parts or not self.lines else [_File.of(self.lines)]
 
     def revoked(self, key: paramiko.PKey) -> KnownLine | None:
         """The `@revoked` line listing this key, if any (whatever host it names)."""
@@ -256,10 +255,9 @@ class KnownHosts:
 
     def plain_for(self, name: str) -> list[tuple[KnownLine, paramiko.PKey]]:
         """The plain keys known for `name`, revoked ones left out, in file order."""
-        files = self._files()
-        revoked = frozenset().union(*(f.revoked for f in files))
+        revoked = frozenset().union(*(part.revoked for part in self.parsed))
         out = []
-        for line in (line for f in files for line in f.candidates(name)):
+        for line in (line for part in self.parsed for line in part.candidates(name)):
             if line.marker or line.blob in revoked or not host_matches(line.patterns, name):
                 continue
             try:
