@@ -78,8 +78,8 @@ EOF
 # --only-files: the files a plan named after the facts were read, in the probes' round trip
 if [ -n "$only_files" ]; then section files; hash_files; section end; exit 0; fi
 
-# nvidia-smi takes tens of ms to reach the driver: it runs while the sections below are
-# read, into a file only this user can read, and its output is printed in its own section.
+# nvidia-smi takes tens of ms to reach the driver: it runs while every other section is
+# read, into a file only this user can read; its section, and what waits on it, come last.
 smi_file=
 if have nvidia-smi && smi_file=$(mktemp 2>/dev/null); then
   trap 'rm -f "$smi_file"' EXIT
@@ -141,31 +141,6 @@ section module
 [ -d /sys/module/nouveau ] && echo 'nouveau loaded'
 section proc-driver
 cat /proc/driver/nvidia/version 2>/dev/null
-section smi-query
-# smi_idle: every GPU answered with 0 MiB in use. A CUDA context holds device memory, so
-# then no process computes on them and the compute-apps query (gpu-procs) is not needed.
-smi_idle=
-smi=
-if [ -n "$smi_file" ]; then
-  wait "$smi_pid"
-  rc=$?
-  smi=$(cat "$smi_file")
-elif have nvidia-smi; then  # no temporary file could be made: run it here
-  smi=$(nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,memory.total,memory.used,utilization.gpu,temperature.gpu,power.draw,power.limit,clocks.sm,persistence_mode,driver_version --format=csv,noheader,nounits 2>&1)
-  rc=$?
-else
-  rc=missing
-fi
-[ -n "$smi" ] && printf '%s\n' "$smi"
-echo "rc=$rc"
-if [ "$rc" = 0 ] && [ -n "$smi" ]; then
-  smi_idle=yes
-  while IFS=, read -r _ _ _ _ _ used _; do
-    [ "$used" = " 0" ] || smi_idle=
-  done <<EOF
-$smi
-EOF
-fi
 section packages
 if have dpkg-query; then
   # the stack components' patterns (gpunode.components), for dpkg to expand, not the shell
@@ -282,21 +257,6 @@ section dpkg-audit
     print "audit", p, s}' /var/lib/dpkg/status | head -n 20
 section files
 hash_files
-section gpu-procs
-# What uses the GPUs: nvidia-smi's compute apps (unless smi_idle), then every process
-# holding /dev/nvidia* open (one find, no psmisc). nvidia-persistenced holds them by design
-# and nvidia-smi only reads them; neither is a workload.
-if have nvidia-smi && [ -z "$smi_idle" ]; then
-  nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader,nounits \
-    2>/dev/null | sed -n 's/^ *\([0-9]\)/app \1/p'
-fi
-find /proc/[0-9]*/fd -maxdepth 1 -lname '/dev/nvidia*' 2>/dev/null | cut -d/ -f3 | sort -u |
-  while read -r pid; do
-    [ "$pid" = "$$" ] && continue
-    comm=$(cat "/proc/$pid/comm" 2>/dev/null) || continue
-    case "$comm" in nvidia-persistenc*|nvidia-smi) continue ;; esac
-    printf 'holder %s %s\n' "$pid" "$comm"
-  done
 # --- kernels and DKMS: installed kernels, the next boot's, headers, `dkms status` ---
 section kernels
 # the running kernel counts without its /boot image: a PXE-booted (diskless) host has none
@@ -360,4 +320,46 @@ if [ -r /etc/cdi/nvidia.yaml ]; then
   sed -n 's/^.*libcuda\.so\.\([0-9][0-9.]*[0-9]\) *$/cdi-driver \1/p' /etc/cdi/nvidia.yaml | head -n 1
 fi
 # --- end containers ---
+# --- what waits on nvidia-smi, last: it ran beside every section above ---
+section smi-query
+# smi_idle: every GPU answered with 0 MiB in use. A CUDA context holds device memory, so
+# then no process computes on them and the compute-apps query (gpu-procs) is not needed.
+smi_idle=
+smi=
+if [ -n "$smi_file" ]; then
+  wait "$smi_pid"
+  rc=$?
+  smi=$(cat "$smi_file")
+elif have nvidia-smi; then  # no temporary file could be made: run it here
+  smi=$(nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,memory.total,memory.used,utilization.gpu,temperature.gpu,power.draw,power.limit,clocks.sm,persistence_mode,driver_version --format=csv,noheader,nounits 2>&1)
+  rc=$?
+else
+  rc=missing
+fi
+[ -n "$smi" ] && printf '%s\n' "$smi"
+echo "rc=$rc"
+if [ "$rc" = 0 ] && [ -n "$smi" ]; then
+  smi_idle=yes
+  while IFS=, read -r _ _ _ _ _ used _; do
+    [ "$used" = " 0" ] || smi_idle=
+  done <<EOF
+$smi
+EOF
+fi
+section gpu-procs
+# What uses the GPUs: nvidia-smi's compute apps (unless smi_idle), then every process
+# holding /dev/nvidia* open (one find, no psmisc). nvidia-persistenced holds them by design
+# and nvidia-smi only reads them; neither is a workload.
+if have nvidia-smi && [ -z "$smi_idle" ]; then
+  nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader,nounits \
+    2>/dev/null | sed -n 's/^ *\([0-9]\)/app \1/p'
+fi
+find /proc/[0-9]*/fd -maxdepth 1 -lname '/dev/nvidia*' 2>/dev/null | cut -d/ -f3 | sort -u |
+  while read -r pid; do
+    [ "$pid" = "$$" ] && continue
+    comm=$(cat "/proc/$pid/comm" 2>/dev/null) || continue
+    case "$comm" in nvidia-persistenc*|nvidia-smi) continue ;; esac
+    printf 'holder %s %s\n' "$pid" "$comm"
+  done
+# --- end nvidia-smi ---
 section end
