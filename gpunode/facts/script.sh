@@ -78,24 +78,36 @@ EOF
 # --only-files: the files a plan named after the facts were read, in the probes' round trip
 if [ -n "$only_files" ]; then section files; hash_files; section end; exit 0; fi
 
-# nvidia-smi takes tens of ms to reach the driver: it runs while every other section is
-# read, into a file only this user can read; its section, and what waits on it, come last.
-smi_file=
-if have nvidia-smi && smi_file=$(mktemp 2>/dev/null); then
-  trap 'rm -f "$smi_file"' EXIT
-  nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,memory.total,memory.used,utilization.gpu,temperature.gpu,power.draw,power.limit,clocks.sm,persistence_mode,driver_version --format=csv,noheader,nounits >"$smi_file" 2>&1 &
-  smi_pid=$!
+# nvidia-smi takes tens of ms to reach the driver, and lspci reads every PCI device and
+# its names database: both run while every other section is read, into a folder only this
+# user can read; their sections, and what waits on nvidia-smi, come last.
+smi_file= smi_pid= lspci_pid=
+if work=$(mktemp -d 2>/dev/null); then
+  trap 'rm -rf "$work"' EXIT
+  if have nvidia-smi; then
+    smi_file=$work/smi
+    nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,memory.total,memory.used,utilization.gpu,temperature.gpu,power.draw,power.limit,clocks.sm,persistence_mode,driver_version --format=csv,noheader,nounits >"$smi_file" 2>&1 &
+    smi_pid=$!
+  fi
+  if have lspci; then lspci -nn -D -d 10de: >"$work/lspci" 2>/dev/null & lspci_pid=$!; fi
 fi
+# the running kernel, asked once (a lab host's or a container's uname may be a script)
+running=$(uname -r)
 section hostname
-hostname 2>/dev/null || cat /proc/sys/kernel/hostname
+# what `hostname` prints (the kernel's name for the host), without a process
+if [ -r /proc/sys/kernel/hostname ] && read -r name < /proc/sys/kernel/hostname; then
+  printf '%s\n' "$name"
+else
+  hostname 2>/dev/null
+fi
 section os-release
 cat /etc/os-release 2>/dev/null
 section arch
 if have dpkg; then dpkg --print-architecture; else uname -m; fi
 section kernel
-uname -r
+printf '%s\n' "$running"
 section boot-id
-cat /proc/sys/kernel/random/boot_id
+read -r boot_id < /proc/sys/kernel/random/boot_id && printf '%s\n' "$boot_id"
 section secure-boot
 if have mokutil; then
   printf 'mokutil: '; mokutil --sb-state 2>&1 | head -n 2 | tr '\n' ' '; echo
@@ -133,10 +145,8 @@ for d in /sys/bus/pci/devices/*; do
   read -r ven < "$d/vendor"; read -r dev < "$d/device"; read -r cls < "$d/class"
   [ "$ven" = 0x10de ] && printf '%s %s %s %s\n' "${d##*/}" "$ven" "$dev" "$cls"
 done
-section lspci
-have lspci && lspci -nn -D -d 10de: 2>/dev/null
 section module
-[ -r /sys/module/nvidia/version ] && printf 'nvidia %s\n' "$(cat /sys/module/nvidia/version)"
+[ -r /sys/module/nvidia/version ] && read -r v < /sys/module/nvidia/version && printf 'nvidia %s\n' "$v"
 [ -d /sys/module/nvidia ] && echo 'nvidia loaded'
 [ -d /sys/module/nouveau ] && echo 'nouveau loaded'
 section proc-driver
@@ -173,7 +183,8 @@ done
 section cuda-alternative
 [ -e /usr/local/cuda ] && readlink -f /usr/local/cuda
 # auto or manual: in auto mode a toolkit's next install may move it
-[ -r /var/lib/dpkg/alternatives/cuda ] && printf 'mode %s\n' "$(head -n 1 /var/lib/dpkg/alternatives/cuda)"
+[ -r /var/lib/dpkg/alternatives/cuda ] && IFS= read -r mode < /var/lib/dpkg/alternatives/cuda &&
+  printf 'mode %s\n' "$mode"
 section cudnn
 for f in /usr/include/cudnn_version.h /usr/include/x86_64-linux-gnu/cudnn_version.h \
          /usr/include/aarch64-linux-gnu/cudnn_version.h /usr/local/cuda/include/cudnn_version.h; do
@@ -249,7 +260,13 @@ for l in /var/lib/dpkg/lock-frontend /var/lib/dpkg/lock; do [ -e "$l" ] && set -
             for (j = 1; j <= m; j++) print path[i], p[j] } }' /proc/locks |
     while read -r l pid; do printf '%s %s %s\n' "$l" "$pid" "$(cat "/proc/$pid/comm" 2>/dev/null)"; done
 section dpkg-audit
-[ -d /var/lib/dpkg/updates ] && ls -A /var/lib/dpkg/updates 2>/dev/null | head -n 5 | sed 's/^/updates /'
+# its first five entries (any at all: dpkg was cut before it read its journal)
+n=0
+for f in /var/lib/dpkg/updates/.[!.]* /var/lib/dpkg/updates/..?* /var/lib/dpkg/updates/*; do
+  [ -e "$f" ] || [ -L "$f" ] || continue
+  [ "$n" -lt 5 ] || break
+  printf 'updates %s\n' "${f##*/}"; n=$((n + 1))
+done
 # what `dpkg --audit` reports (package and state), read straight from the status file
 # (a tenth of the time)
 [ -r /var/lib/dpkg/status ] && awk '/^Package: /{p=$2} /^Status: /{s=$4
@@ -260,8 +277,14 @@ hash_files
 # --- kernels and DKMS: installed kernels, the next boot's, headers, `dkms status` ---
 section kernels
 # the running kernel counts without its /boot image: a PXE-booted (diskless) host has none
-running=$(uname -r)
-for k in $({ ls -1 /lib/modules 2>/dev/null; echo "$running"; } | sort -u); do
+# /lib/modules/* in sorted order; the running kernel sorted in only when it is not there
+kernels=
+for d in /lib/modules/*; do [ -e "$d" ] && kernels="$kernels ${d##*/}"; done
+case " $kernels " in
+  *" $running "*) ;;
+  *) kernels=$(printf '%s\n' $kernels "$running" | sort -u) ;;
+esac
+for k in $kernels; do
   d=/lib/modules/$k
   [ -e "/boot/vmlinuz-$k" ] || [ "$k" = "$running" ] || continue
   printf 'installed %s\n' "$k"
@@ -305,7 +328,7 @@ if [ -n "$apt_names$apt_kernel" ] && have apt-cache; then
   next=$(readlink /boot/vmlinuz 2>/dev/null); next=${next##*/vmlinuz-}; next=${next#vmlinuz-}
   names=$apt_names
   for p in $apt_kernel; do
-    names="$names $p-$(uname -r)"
+    names="$names $p-$running"
     [ -n "$next" ] && names="$names $p-$next"
   done
   # shellcheck disable=SC2086  # names are single words (validated package names)
@@ -320,7 +343,13 @@ if [ -r /etc/cdi/nvidia.yaml ]; then
   sed -n 's/^.*libcuda\.so\.\([0-9][0-9.]*[0-9]\) *$/cdi-driver \1/p' /etc/cdi/nvidia.yaml | head -n 1
 fi
 # --- end containers ---
-# --- what waits on nvidia-smi, last: it ran beside every section above ---
+# --- lspci and nvidia-smi, last: they ran beside every section above ---
+section lspci
+if [ -n "$lspci_pid" ]; then
+  wait "$lspci_pid"; cat "$work/lspci"
+elif have lspci; then  # no temporary folder could be made: run it here
+  lspci -nn -D -d 10de: 2>/dev/null
+fi
 section smi-query
 # smi_idle: every GPU answered with 0 MiB in use. A CUDA context holds device memory, so
 # then no process computes on them and the compute-apps query (gpu-procs) is not needed.
