@@ -137,9 +137,12 @@ def this_run(run_id: str) -> Owner:
 def _guarded(body: str) -> str:
     """`body` under the mutex, in the root-only lock folder; prints `lock: unwritable` when
     that folder cannot be made (a login that is not root, with become: none)."""
+    # the folders are made only when absent (a process each, under sudo, on every take and
+    # release); its mode is set every time
     return (
-        "mkdir -p /var/lib/gpunode 2>/dev/null; umask 077\n"
-        f"mkdir -p {LOCK_DIR} 2>/dev/null && chmod 700 {LOCK_DIR} 2>/dev/null && "
+        f"[ -d {LOCK_DIR} ] || mkdir -p /var/lib/gpunode 2>/dev/null; umask 077\n"
+        f"{{ [ -d {LOCK_DIR} ] || mkdir -p {LOCK_DIR} 2>/dev/null; }} && "
+        f"chmod 700 {LOCK_DIR} 2>/dev/null && "
         f"exec 9>>{MUTEX_PATH} 2>/dev/null || {{ echo 'lock: unwritable'; exit 0; }}\n"
         f"flock -w {MUTEX_WAIT} 9 || {{ echo 'lock: busy'; exit 0; }}\n" + body
     )
@@ -156,9 +159,10 @@ def take_command(me: Owner, replace: str = "") -> str:
         for v in (_word(me.run), _word(me.controller), str(int(me.pid)),
                   me.pid_start if me.pid_start.isdigit() else "", f"{me.started:.3f}")
     )  # fmt: skip
-    body = f"""boot=$(cat /proc/sys/kernel/random/boot_id)
+    body = f"""read -r boot < /proc/sys/kernel/random/boot_id
 echo "boot-now=$boot"
-echo "uptime=$(cut -d' ' -f1 /proc/uptime)"
+read -r up _ < /proc/uptime
+echo "uptime=$up"
 if [ -e {f} ]; then
   if [ -z {quote(replace)} ] || [ "$(sha256sum < {f} | cut -d' ' -f1)" != {quote(replace)} ]; then
     echo 'lock: held'
