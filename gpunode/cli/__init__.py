@@ -8,6 +8,7 @@ the lab's `gpunode lab` comes that way.
 
 from __future__ import annotations
 
+import gc
 import importlib
 from typing import Any, NoReturn
 
@@ -16,6 +17,9 @@ import click
 from gpunode import __version__
 from gpunode.cli import plugins
 from gpunode.exitcodes import ExitCode, help_text
+
+GC_THRESHOLD = 100_000
+"""The program's first-generation threshold for Python's cycle collector (`run`)."""
 
 # name -> (module, attribute, one-line help shown by `gpunode --help`)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -189,6 +193,12 @@ def run() -> NoReturn:
     """The `gpunode` program: `main`, then an exit that skips the interpreter's teardown."""
     from gpunode.cli.leave import leave
 
+    # A command's first half second is mostly imports, hundreds of modules, each a burst of
+    # objects that live as long as the process. At Python's default threshold (700) the
+    # cycle collector ran about 150 times in a converged one-host apply, twice over the whole
+    # heap, for a sixth of its CPU (docs/benchmarks.md); at this one, a few times. Cycles
+    # are still collected in the long-lived commands (the exporter, the TUI).
+    gc.set_threshold(GC_THRESHOLD)
     try:
         main()
     except SystemExit as exc:

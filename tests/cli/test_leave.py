@@ -47,3 +47,15 @@ def test_a_reader_that_went_away_ends_the_program_as_before() -> None:
         assert "Traceback" not in proc.stderr.read().decode()
         statuses.append(proc.wait(timeout=30))
     assert statuses == [1, 1]
+
+
+def test_the_program_collects_cycles_less_often_than_python_by_default() -> None:
+    """`run` raises the cycle collector's first threshold: a converged apply is mostly imports
+    (docs/benchmarks.md). The threshold is read as the command runs, from an atexit handler."""
+    out = run_child(
+        "import gc\nfrom gpunode.cli import GC_THRESHOLD, run\n"
+        "atexit.register(lambda: print(gc.get_threshold()[0], GC_THRESHOLD))\n"
+        "sys.argv = ['gpunode', '--version']; run()"
+    )
+    seen, declared = out.stdout.split()[-2:]
+    assert out.returncode == 0 and seen == declared and int(seen) > 700
