@@ -26,6 +26,8 @@ $2"; shift 2 ;;
   esac
 done
 have() { command -v "$1" >/dev/null 2>&1; }
+# a file's lines as cat prints them (a last line without its newline gets one), no process
+put() { while IFS= read -r line || [ -n "$line" ]; do printf '%s\n' "$line"; done < "$1"; }
 section() { printf '\n### %s\n' "$1"; }
 # each --file: sha256, mode, owner and ids, or why there is no sha256
 hash_one() {
@@ -101,7 +103,7 @@ else
   hostname 2>/dev/null
 fi
 section os-release
-cat /etc/os-release 2>/dev/null
+put /etc/os-release 2>/dev/null
 section arch
 if have dpkg; then dpkg --print-architecture; else uname -m; fi
 section kernel
@@ -150,7 +152,7 @@ section module
 [ -d /sys/module/nvidia ] && echo 'nvidia loaded'
 [ -d /sys/module/nouveau ] && echo 'nouveau loaded'
 section proc-driver
-cat /proc/driver/nvidia/version 2>/dev/null
+put /proc/driver/nvidia/version 2>/dev/null
 section packages
 if have dpkg-query; then
   # the stack components' patterns (gpunode.components), for dpkg to expand, not the shell
@@ -202,7 +204,13 @@ unsafe_dir() {
   # order, through one stat: the first not root's, or group/other-writable, is named
   start=$1
   set --
-  for path in "$start" "$(readlink -f -- "$start" 2>/dev/null)"; do
+  # where it resolves to is the prefix itself unless a component is a symbolic link
+  resolved=$start d=$start
+  while [ -n "$d" ] && [ "$d" != / ]; do
+    if [ -L "$d" ]; then resolved=$(readlink -f -- "$start" 2>/dev/null); break; fi
+    d=${d%/*}
+  done
+  for path in "$start" "$resolved"; do
     d=$path
     while [ -n "$d" ]; do
       if [ -e "$d" ] || [ -L "$d" ]; then set -- "$@" "$d"; fi
@@ -296,7 +304,7 @@ have dkms && dkms status 2>/dev/null
 # --- end of kernels and DKMS ---
 # --- holds: which holds gpunode set itself (the rest are the admin's) ---
 section gpunode-holds
-[ -r /var/lib/gpunode/holds ] && cat /var/lib/gpunode/holds
+[ -r /var/lib/gpunode/holds ] && put /var/lib/gpunode/holds
 # --- end holds ---
 # --- the step journal: changes begun and not ended (KEY.json, one line; KEY.step) ---
 section journal
@@ -346,7 +354,7 @@ fi
 # --- lspci and nvidia-smi, last: they ran beside every section above ---
 section lspci
 if [ -n "$lspci_pid" ]; then
-  wait "$lspci_pid"; cat "$work/lspci"
+  wait "$lspci_pid"; put "$work/lspci"
 elif have lspci; then  # no temporary folder could be made: run it here
   lspci -nn -D -d 10de: 2>/dev/null
 fi
