@@ -80,10 +80,38 @@ EOF
 # --only-files: the files a plan named after the facts were read, in the probes' round trip
 if [ -n "$only_files" ]; then section files; hash_files; section end; exit 0; fi
 
-# nvidia-smi takes tens of ms to reach the driver, and lspci reads every PCI device and
-# its names database: both run while every other section is read, into a folder only this
-# user can read; their sections, and what waits on nvidia-smi, come last.
-smi_file= smi_pid= lspci_pid=
+# The slow questions no other section waits on (nvidia-smi reaching the driver, lspci's
+# walk of every PCI device and its names database, dpkg's database, `dkms status`, every
+# process's open files) run beside the rest from the start, into a folder only this user
+# can read (`early`); their sections print what they said (`late`) and come last. Without
+# that folder each runs in its own section's place.
+smi_file= smi_pid= work= early_jobs=
+early() {  # NAME FUNCTION
+  [ -n "$work" ] || return 0
+  "$2" >"$work/$1" 2>/dev/null &
+  early_jobs="$early_jobs $!"
+  eval "early_$1=yes"
+}
+# every early question answered (waited for here, in the script's own shell: a pipeline's
+# subshell cannot wait for them)
+settle() { for job in $early_jobs; do wait "$job"; done; }
+late() {  # NAME FUNCTION, after settle
+  eval "asked=\${early_$1:-}"
+  if [ -n "$asked" ]; then put "$work/$1"; else "$2" 2>/dev/null; fi
+}
+nvidia_pci() { have lspci && lspci -nn -D -d 10de:; }
+installed() {
+  have dpkg-query || return 0
+  # the stack components' patterns (gpunode.components), for dpkg to expand, not the shell
+  set -f
+  # shellcheck disable=SC2086
+  dpkg-query -W -f '${Package}\t${Version}\t${Status}\n' $packages 2>/dev/null |
+    grep -v -e '	not-installed$' -e 'ok not-installed$'
+  set +f
+}
+dkms_status() { have dkms && dkms status; }
+# the pids with a /dev/nvidia* open (one find, no psmisc)
+nvidia_users() { find /proc/[0-9]*/fd -maxdepth 1 -lname '/dev/nvidia*' | cut -d/ -f3 | sort -u; }
 if work=$(mktemp -d 2>/dev/null); then
   trap 'rm -rf "$work"' EXIT
   if have nvidia-smi; then
@@ -91,7 +119,10 @@ if work=$(mktemp -d 2>/dev/null); then
     nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,memory.total,memory.used,utilization.gpu,temperature.gpu,power.draw,power.limit,clocks.sm,persistence_mode,driver_version --format=csv,noheader,nounits >"$smi_file" 2>&1 &
     smi_pid=$!
   fi
-  if have lspci; then lspci -nn -D -d 10de: >"$work/lspci" 2>/dev/null & lspci_pid=$!; fi
+  early lspci nvidia_pci
+  early packages installed
+  early dkms dkms_status
+  early users nvidia_users
 fi
 # the running kernel, asked once (a lab host's or a container's uname may be a script)
 running=$(uname -r)
@@ -153,15 +184,6 @@ section module
 [ -d /sys/module/nouveau ] && echo 'nouveau loaded'
 section proc-driver
 put /proc/driver/nvidia/version 2>/dev/null
-section packages
-if have dpkg-query; then
-  # the stack components' patterns (gpunode.components), for dpkg to expand, not the shell
-  set -f
-  # shellcheck disable=SC2086
-  dpkg-query -W -f '${Package}\t${Version}\t${Status}\n' $packages \
-    2>/dev/null | grep -v -e '	not-installed$' -e 'ok not-installed$'
-  set +f
-fi
 section apt-sources
 for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
   [ -r "$f" ] || continue
@@ -299,8 +321,7 @@ for k in $kernels; do
   if [ -d "/usr/src/linux-headers-$k" ] || [ -e "$d/build" ]; then printf 'headers %s\n' "$k"; fi
 done
 [ -L /boot/vmlinuz ] && printf 'next %s\n' "$(readlink /boot/vmlinuz)"
-section dkms
-have dkms && dkms status 2>/dev/null
+# (`dkms status`: its section is last, beside the other slow questions)
 # --- end of kernels and DKMS ---
 # --- holds: which holds gpunode set itself (the rest are the admin's) ---
 section gpunode-holds
@@ -351,13 +372,14 @@ if [ -r /etc/cdi/nvidia.yaml ]; then
   sed -n 's/^.*libcuda\.so\.\([0-9][0-9.]*[0-9]\) *$/cdi-driver \1/p' /etc/cdi/nvidia.yaml | head -n 1
 fi
 # --- end containers ---
-# --- lspci and nvidia-smi, last: they ran beside every section above ---
+# --- the slow questions, last: they ran beside every section above ---
+settle
 section lspci
-if [ -n "$lspci_pid" ]; then
-  wait "$lspci_pid"; put "$work/lspci"
-elif have lspci; then  # no temporary folder could be made: run it here
-  lspci -nn -D -d 10de: 2>/dev/null
-fi
+late lspci nvidia_pci
+section packages
+late packages installed
+section dkms
+late dkms dkms_status
 section smi-query
 # smi_idle: every GPU answered with 0 MiB in use. A CUDA context holds device memory, so
 # then no process computes on them and the compute-apps query (gpu-procs) is not needed.
@@ -391,12 +413,11 @@ if have nvidia-smi && [ -z "$smi_idle" ]; then
   nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader,nounits \
     2>/dev/null | sed -n 's/^ *\([0-9]\)/app \1/p'
 fi
-find /proc/[0-9]*/fd -maxdepth 1 -lname '/dev/nvidia*' 2>/dev/null | cut -d/ -f3 | sort -u |
-  while read -r pid; do
+late users nvidia_users | while read -r pid; do
     [ "$pid" = "$$" ] && continue
     comm=$(cat "/proc/$pid/comm" 2>/dev/null) || continue
     case "$comm" in nvidia-persistenc*|nvidia-smi) continue ;; esac
     printf 'holder %s %s\n' "$pid" "$comm"
   done
-# --- end nvidia-smi ---
+# --- end of the slow questions ---
 section end
