@@ -251,3 +251,51 @@ def test_managed_files_are_hashed_together_and_alone_when_sha256sum_misses_one(
         assert f.files[str(tmp_path / "gone")] == "absent"
         assert f.files[str(tmp_path / "a-dir")] == ""  # not a file: no digest, as before
     assert sorted(whole.splitlines()) == sorted(alone.splitlines())
+
+
+STUBS = {
+    "nvidia-smi": SMI_STUB,
+    "lspci": "#!/bin/sh\necho '0000:00:06.0 3D controller [0302]: NVIDIA Corporation GH100 [H200 NVL] [10de:233b] (rev a1)'\n",  # noqa: E501
+    # where its output went: a file in the script's folder, or the script's own stdout
+    "dkms": '#!/bin/sh\nout=$(readlink /proc/$$/fd/1); echo "$out" >> "$DKMS_LOG"; sleep 0.2\n'
+    "echo 'nvidia/580.159.04, 6.8.0-45-generic, x86_64: installed'\n",
+}
+
+
+def test_the_slow_questions_say_the_same_beside_the_rest_and_in_their_place(
+    tmp_path: Path,
+) -> None:
+    """nvidia-smi, lspci, dpkg's packages, `dkms status` and the GPUs' users run at the
+    script's start, into a private folder; when no folder can be made (TMPDIR unusable),
+    each runs in its section's place. Both give the same sections."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, text in STUBS.items():
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    env = {
+        **os.environ,
+        "PATH": f"{os.environ['PATH']}:{bin_dir}",  # after the script's own PATH: stubs only
+        "SMI_LOG": str(tmp_path / "smi.log"),
+        "SMI_GPUS": H200_IDLE.format(used="81920"),
+        "SMI_APPS": "4242, python3, 81920",
+        "DKMS_LOG": str(tmp_path / "dkms.log"),
+    }
+    from gpunode.facts.parse import split_sections
+
+    said = {}
+    for mode, tmpdir in (("beside", str(tmp_path)), ("in place", str(tmp_path / "none"))):
+        res = subprocess.run(["sh", "-c", facts_command()], capture_output=True, text=True,
+                             env={**env, "TMPDIR": tmpdir}, timeout=60)  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        said[mode] = split_sections(res.stdout)
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("tmp.")] == []  # cleaned
+    beside, in_place = said["beside"], said["in place"]
+    assert beside.keys() == in_place.keys()
+    assert [k for k in beside if k != "disks" and beside[k] != in_place[k]] == []
+    assert beside["lspci"].startswith("0000:00:06.0 3D controller")
+    assert beside["dkms"] == "nvidia/580.159.04, 6.8.0-45-generic, x86_64: installed"
+    assert "app 4242, python3, 81920" in beside["gpu-procs"]
+    early, late = (tmp_path / "dkms.log").read_text().splitlines()
+    assert early.startswith(f"{tmp_path}/tmp.") and early.endswith("/dkms")
+    assert not late.startswith(str(tmp_path))  # the script's stdout, a pipe
