@@ -195,9 +195,9 @@ def run() -> NoReturn:
 
     # A command's first half second is mostly imports, hundreds of modules, each a burst of
     # objects that live as long as the process. At Python's default threshold (700) the
-    # cycle collector ran about 150 times in a converged one-host apply, twice over the whole
-    # heap, for a sixth of its CPU (docs/benchmarks.md); at this one, a few times. Cycles
-    # are still collected in the long-lived commands (the exporter, the TUI).
+    # cycle collector ran about 150 times in a converged one-host apply, once over the whole
+    # heap, for about a sixth of its CPU (docs/benchmarks.md); at this one, eight times.
+    # Cycles are still collected in the long-lived commands (the exporter, the TUI).
     gc.set_threshold(GC_THRESHOLD)
     try:
         main()

@@ -138,7 +138,7 @@ def _guarded(body: str) -> str:
     """`body` under the mutex, in the root-only lock folder; prints `lock: unwritable` when
     that folder cannot be made (a login that is not root, with become: none)."""
     # the folders are made only when absent (a process each, under sudo, on every take and
-    # release); its mode is set every time
+    # release); the lock folder's mode is set every time
     return (
         f"[ -d {LOCK_DIR} ] || mkdir -p /var/lib/gpunode 2>/dev/null; umask 077\n"
         f"{{ [ -d {LOCK_DIR} ] || mkdir -p {LOCK_DIR} 2>/dev/null; }} && "
