@@ -206,7 +206,11 @@ def test_the_script_all_reduces_for_real_under_torchrun(tmp_path: Path) -> None:
         assert [row["bytes"] for row in r["inter"]] == [1 << 20, 2 << 20]
         assert [row["bytes"] for row in r["intra"]] == [1 << 20, 2 << 20]
         row = r["inter"][0]
-        assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * 2 * 3 / 4, rel=0.01)
+        # both are rounded to 3 decimals: on a slow machine (0.05 GB/s) that alone is 1 %
+        rounding = 0.0005 + 0.0005 * 2 * 3 / 4
+        assert row["busbw_gbps"] == pytest.approx(
+            row["algbw_gbps"] * 2 * 3 / 4, rel=0.01, abs=rounding
+        )
     assert sorted(r["group_rank"] for r in reports if r) == [0, 1]
 
 
