@@ -90,14 +90,15 @@ early() {  # NAME FUNCTION
   [ -n "$work" ] || return 0
   "$2" >"$work/$1" 2>/dev/null &
   early_jobs="$early_jobs $!"
-  eval "early_$1=yes"
 }
 # every early question answered (waited for here, in the script's own shell: a pipeline's
 # subshell cannot wait for them)
 settle() { for job in $early_jobs; do wait "$job"; done; }
-late() {  # NAME FUNCTION, after settle
-  eval "asked=\${early_$1:-}"
-  if [ -n "$asked" ]; then put "$work/$1"; else "$2" 2>/dev/null; fi
+late() {  # NAME FUNCTION, after settle: with the folder, every question was asked early
+  if [ -n "$work" ]; then put "$work/$1"; else "$2" 2>/dev/null; fi
+}
+gpu_query() {
+  nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,memory.total,memory.used,utilization.gpu,temperature.gpu,power.draw,power.limit,clocks.sm,persistence_mode,driver_version --format=csv,noheader,nounits 2>&1
 }
 nvidia_pci() { have lspci && lspci -nn -D -d 10de:; }
 installed() {
@@ -116,7 +117,7 @@ if work=$(mktemp -d 2>/dev/null); then
   trap 'rm -rf "$work"' EXIT
   if have nvidia-smi; then
     smi_file=$work/smi
-    nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,memory.total,memory.used,utilization.gpu,temperature.gpu,power.draw,power.limit,clocks.sm,persistence_mode,driver_version --format=csv,noheader,nounits >"$smi_file" 2>&1 &
+    gpu_query >"$smi_file" 2>&1 &
     smi_pid=$!
   fi
   early lspci nvidia_pci
@@ -390,7 +391,7 @@ if [ -n "$smi_file" ]; then
   rc=$?
   smi=$(cat "$smi_file")
 elif have nvidia-smi; then  # no temporary file could be made: run it here
-  smi=$(nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,memory.total,memory.used,utilization.gpu,temperature.gpu,power.draw,power.limit,clocks.sm,persistence_mode,driver_version --format=csv,noheader,nounits 2>&1)
+  smi=$(gpu_query)
   rc=$?
 else
   rc=missing
