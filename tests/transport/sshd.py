@@ -19,9 +19,25 @@ from gpunode.inventory.model import SshSettings
 from tests.conftest import SLOT
 
 _SUFFIX = "" if SLOT == 0 else str(SLOT)  # a second test session has its own users
-_PASSWORD = "pw-" + secrets.token_hex(12)  # PASS_USER's sudo password, this session's
 NOPASS_USER = f"gpunode-t{_SUFFIX}"  # passwordless sudo
 PASS_USER = f"gpunode-p{_SUFFIX}"  # sudo asks for a password
+
+
+def _slot_password() -> str:
+    """PASS_USER's sudo password: one per slot, kept where only root reads it. Not one per
+    module: tests/transport imports this file as `transport.sshd` and tests/cli as
+    `tests.transport.sshd`, two modules in one process, and a second server started from
+    the other must not change the password the first's tests send."""
+    folder = Path("/run/gpunode-tests")
+    folder.mkdir(mode=0o700, exist_ok=True)
+    path = folder / f"sudo-password-{SLOT}"
+    if not path.exists():  # written whole, then linked: a reader never sees it half-made
+        draft = folder / f".draft-{os.getpid()}-{secrets.token_hex(4)}"
+        draft.write_text("pw-" + secrets.token_hex(12))
+        with contextlib.suppress(FileExistsError):
+            os.link(draft, path)
+        draft.unlink()
+    return path.read_text()
 
 
 def free_port() -> int:
@@ -127,7 +143,7 @@ def sshd(
             ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(client_key)], check=True
         )
         pub = (root / "id_ed25519.pub").read_text()
-        password = _PASSWORD  # one per process: a second server leaves the first's working
+        password = _slot_password()  # a second server leaves the first's working
         _ensure_user(NOPASS_USER, "x-" + secrets.token_hex(12), pub)
         _ensure_user(PASS_USER, password, pub)
         sudoers.write_text(
