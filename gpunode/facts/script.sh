@@ -389,7 +389,7 @@ smi=
 if [ -n "$smi_file" ]; then
   wait "$smi_pid"
   rc=$?
-  smi=$(cat "$smi_file")
+  smi=$(put "$smi_file")
 elif have nvidia-smi; then  # no temporary file could be made: run it here
   smi=$(gpu_query)
   rc=$?
